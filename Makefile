@@ -1,0 +1,86 @@
+# Python to PTX: the course's commands.  `make lab` to learn, `make test` to check everything.
+#
+#   make lab     set up (if needed) and open JupyterLab on labs/
+#   make test    set up (if needed), run tests/, execute every notebook with nbval, check labs/ is in sync
+#   make labs    regenerate labs/ from solutions/ (never overwrites a lab you edited; FORCE=1 does)
+#   make bench   run the benchmarks; results go to bench/results/
+#   make install set up only: .venv with the pinned packages, plus dot / llc / gcc when missing
+#   make clean   remove caches and results (keeps .venv); `make distclean` removes .venv too
+
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+STAMP := $(VENV)/.installed
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+JOBS ?= $(if $(filter 1,$(NPROC)),0,$(NPROC))
+LAB_ARGS ?=
+FORCE ?=
+
+# Compiler caches live in the checkout, so a fresh clone measures a cold run and `make clean` clears them.
+export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.cache/inductor
+export TRITON_CACHE_DIR := $(CURDIR)/.cache/triton
+export PYTHONHASHSEED := 0
+export MPLBACKEND := Agg
+
+.PHONY: lab test labs bench install tools clean distclean test-unit test-notebooks check-labs
+
+install: $(STAMP) tools
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || { echo "creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+# System tools: installed through apt-get when missing and we are root; otherwise we say how.
+tools:
+	@$(MAKE) --no-print-directory _tool BIN=dot PKG=graphviz WHY="graphs are shown as DOT text without it"
+	@$(MAKE) --no-print-directory _tool BIN=llc PKG=llvm WHY="Module 2's back-end walkthrough is skipped without it"
+	@$(MAKE) --no-print-directory _tool BIN=gcc PKG=gcc WHY="Inductor's C++ backend and Module 6 need it"
+
+_tool:
+	@if ! command -v $(BIN) >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing $(PKG) (for $(BIN))"; \
+	    { [ -n "$$(ls /var/lib/apt/lists 2>/dev/null | grep -v lock)" ] || apt-get update -qq; } && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PKG) >/dev/null || \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PKG) >/dev/null; }; \
+	  else \
+	    echo "note: '$(BIN)' is missing ($(WHY)). Install it with: sudo apt-get install $(PKG)  (or: conda install -c conda-forge $(PKG))"; \
+	  fi; \
+	fi
+
+lab: install
+	$(VENV)/bin/jupyter lab --notebook-dir=labs $(LAB_ARGS)
+
+labs: $(STAMP)
+	$(PY) -m course_lib.labgen $(if $(FORCE),--force)
+
+check-labs: $(STAMP)
+	$(PY) -m course_lib.labgen --check
+
+test-unit: install
+	$(PY) -m pytest -q -n $(JOBS) tests
+
+# Solutions must pass every check; labs must run end to end with exercises "not attempted".
+test-notebooks: install
+	COURSE_CHECK_STRICT=solutions $(PY) -m pytest -q -n $(JOBS) --dist loadfile --nbval-lax --nbval-cell-timeout=600 solutions
+	COURSE_CHECK_STRICT=labs $(PY) -m pytest -q -n $(JOBS) --dist loadfile --nbval-lax --nbval-cell-timeout=600 labs
+
+test: install
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory check-labs && \
+	$(MAKE) --no-print-directory test-unit && \
+	$(MAKE) --no-print-directory test-notebooks; rc=$$?; \
+	echo "make test: $$(( $$(date +%s) - start )) s, exit $$rc"; exit $$rc
+
+bench: install
+	$(PY) bench/run.py $(BENCH)
+
+clean:
+	rm -rf .cache .pytest_cache .hypothesis bench/results
+	find . -name __pycache__ -not -path './$(VENV)/*' -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) *.egg-info

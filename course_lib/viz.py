@@ -1,0 +1,348 @@
+"""Shared rendering for the labs: graphs, highlighted IR, side-by-side panes, diffs, tables.
+
+Every view is a small object that prints as plain text (``str``: what tests and golden files
+compare) and renders richly in JupyterLab (``_repr_html_`` / ``_repr_svg_``). Output is
+deterministic: no absolute paths, no memory addresses, no tool versions.
+
+* :func:`graph`  Graphviz DOT -> inline SVG; without the ``dot`` binary, the DOT text and a
+  sentence saying what is missing.
+* :func:`code`   one IR or source text, highlighted (Python, LLVM IR, PTX, C/C++, x86 and AMDGCN
+  assembly, SASS, and MLIR for Triton's TTIR/TTGIR through a small lexer of our own).
+* :func:`panes`  two or more texts side by side (e.g. TTIR | TTGIR | PTX).
+* :func:`diff`   a line diff between two stages of a pipeline.
+* :func:`table`  rows as an HTML table / aligned text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import html
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexer import RegexLexer, bygroups
+from pygments.lexers import get_lexer_by_name
+from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation, String, Text
+
+# ----------------------------------------------------------------------------- lexers
+
+
+class MLIRLexer(RegexLexer):
+    """MLIR's generic textual form, enough for Triton's TTIR and TTGIR.
+
+    ``%values`` and ``^blocks``, ``#attribute`` aliases (TTGIR's layouts), ``!types``,
+    ``dialect.op`` names (``tt.load``, ``arith.addf``, ``ttg.convert_layout``), builtin types
+    (``tensor<128xf32, #blocked>``), and ``loc(...)`` source locations shown as comments.
+    """
+
+    name = "MLIR"
+    aliases = ["mlir", "ttir", "ttgir"]
+    filenames = ["*.mlir", "*.ttir", "*.ttgir"]
+
+    tokens = {
+        "root": [
+            (r"//.*?$", Comment.Single),
+            (r"\bloc\((?:[^()]|\([^()]*\))*\)", Comment.Special),
+            (r'"(\\\\|\\"|[^"])*"', String),
+            (r"%[\w.$#:-]+", Name.Variable),
+            (r"\^[\w.$-]+", Name.Label),
+            (r"#[\w.$-]+", Name.Decorator),
+            (r"![\w.$-]+", Keyword.Type),
+            (r"@[\w.$-]+", Name.Function),
+            (r"\b(func|module|return|scf|cf)\b(?!\.)", Keyword),
+            (r"\b([a-z_][\w]*)(\.)([\w.]+)", bygroups(Name.Namespace, Punctuation, Name.Builtin)),
+            (r"\b(tensor|memref|vector|ptr|tuple)\b", Keyword.Type),
+            (r"\b([iuf]\d+|bf16|f8E\w+|index|none)\b", Keyword.Type),
+            (r"\b(true|false)\b", Keyword.Constant),
+            (r"-?0x[0-9a-fA-F]+", Number.Hex),
+            (r"-?\d+\.\d*(e[+-]?\d+)?", Number.Float),
+            (r"-?\d+", Number.Integer),
+            (r"[=:,()\[\]{}<>]|->", Punctuation),
+            (r"[+*/-]", Operator),
+            (r"\s+", Text),
+            (r"\w+", Name),
+            (r".", Text),
+        ]
+    }
+
+
+class SASSLexer(RegexLexer):
+    """NVIDIA SASS as ``cuobjdump -sass`` / ``nvdisasm`` print it."""
+
+    name = "SASS"
+    aliases = ["sass"]
+
+    tokens = {
+        "root": [
+            (r"/\*[0-9a-f]{4,}\*/", Comment.Special),  # instruction offsets
+            (r"/\*.*?\*/", Comment.Multiline),
+            (r"//.*?$", Comment.Single),
+            (r"@!?U?P[T\d]+", Keyword.Pseudo),  # predicates
+            (r"\.[A-Za-z_][\w.$]*:?", Name.Label),
+            (r"\b[A-Z][A-Z0-9_]*(\.[A-Z0-9_]+)*\b(?=\s|;)", Name.Builtin),  # opcodes
+            (r"\bU?R[Z\d]+\b|\bU?P[T\d]+\b|\bSR_\w+\b", Name.Variable),  # registers
+            (r"c\[0x[0-9a-f]+\]", Name.Constant),
+            (r"-?0x[0-9a-fA-F]+", Number.Hex),
+            (r"-?\d+(\.\d+)?", Number),
+            (r"[\[\](),;|]", Punctuation),
+            (r"\s+", Text),
+            (r".", Text),
+        ]
+    }
+
+
+_LEXER_NAMES = {
+    "python": "python",
+    "llvm": "llvm",
+    "ptx": "ptx",
+    "c": "c",
+    "cpp": "cpp",
+    "asm": "gas",
+    "x86": "gas",
+    "amdgcn": "gas",
+    "text": "text",
+}
+LANGUAGES = tuple(sorted(set(_LEXER_NAMES) | {"mlir", "ttir", "ttgir", "sass"}))
+
+
+def lexer_for(lang: str):
+    """The pygments lexer for a course language name (see :data:`LANGUAGES`)."""
+    lang = lang.lower()
+    if lang in ("mlir", "ttir", "ttgir"):
+        return MLIRLexer()
+    if lang == "sass":
+        return SASSLexer()
+    if lang not in _LEXER_NAMES:
+        raise ValueError(f"unknown language {lang!r}; choose one of {', '.join(LANGUAGES)}")
+    return get_lexer_by_name(_LEXER_NAMES[lang])
+
+
+_FORMATTER = HtmlFormatter(noclasses=True, nowrap=True, style="default")
+
+
+def highlight_html(text: str, lang: str) -> str:
+    """Highlighted HTML (inline styles, so it survives notebook sanitising)."""
+    return highlight(text, lexer_for(lang), _FORMATTER)
+
+
+# ----------------------------------------------------------------------------- code views
+
+_PRE = (
+    "margin:0;padding:6px;font-size:12px;line-height:1.35;overflow:auto;"
+    "max-height:{h}px;background:#f8f8f8;border:1px solid #ddd"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class CodeView:
+    text: str
+    lang: str = "text"
+    title: str = ""
+    max_height: int = 420
+
+    def __str__(self) -> str:
+        head = f"--- {self.title} ---\n" if self.title else ""
+        return head + self.text
+
+    def _repr_html_(self) -> str:
+        body = highlight_html(self.text, self.lang)
+        head = f"<div style='font-weight:bold;font-size:12px'>{html.escape(self.title)}</div>" if self.title else ""
+        return f"<div style='min-width:0;flex:1'>{head}<pre style='{_PRE.format(h=self.max_height)}'>{body}</pre></div>"
+
+
+def code(text: str, lang: str = "text", title: str = "", max_height: int = 420) -> CodeView:
+    """One highlighted text; ``lang`` is one of :data:`LANGUAGES`."""
+    lexer_for(lang)  # fail early on an unknown language
+    return CodeView(str(text), lang, title, max_height)
+
+
+@dataclasses.dataclass(frozen=True)
+class Panes:
+    views: tuple[CodeView, ...]
+
+    def __str__(self) -> str:
+        return "\n\n".join(str(v) for v in self.views)
+
+    def _repr_html_(self) -> str:
+        inner = "".join(v._repr_html_() for v in self.views)
+        return f"<div style='display:flex;gap:8px;align-items:flex-start'>{inner}</div>"
+
+
+def panes(items: Iterable[Sequence[str]] | dict[str, Any], lang: str = "text", max_height: int = 420) -> Panes:
+    """Texts side by side. ``items``: ``[(title, text, lang), ...]`` or ``{title: text}``."""
+    if isinstance(items, dict):
+        items = [(title, text, lang) for title, text in items.items()]
+    views = []
+    for item in items:
+        if isinstance(item, CodeView):
+            views.append(item)
+            continue
+        title, text, *rest = item
+        views.append(code(str(text), rest[0] if rest else lang, str(title), max_height))
+    if not views:
+        raise ValueError("panes() needs at least one text")
+    return Panes(tuple(views))
+
+
+# ----------------------------------------------------------------------------- diffs
+
+
+@dataclasses.dataclass(frozen=True)
+class DiffView:
+    lines: tuple[str, ...]
+    titles: tuple[str, str]
+    lang: str
+
+    @property
+    def added(self) -> int:
+        return sum(1 for line in self.lines if line.startswith("+") and not line.startswith("+++"))
+
+    @property
+    def removed(self) -> int:
+        return sum(1 for line in self.lines if line.startswith("-") and not line.startswith("---"))
+
+    def __str__(self) -> str:
+        if not self.lines:
+            return f"{self.titles[0]} and {self.titles[1]} are identical"
+        return "\n".join(self.lines)
+
+    def _repr_html_(self) -> str:
+        if not self.lines:
+            return f"<i>{html.escape(str(self))}</i>"
+        colours = {"+": "#e6ffec", "-": "#ffebe9", "@": "#ddf4ff"}
+        rows = []
+        for line in self.lines:
+            bg = colours.get(line[:1], "transparent")
+            body = highlight_html(line[1:], self.lang) if line[:1] in " +-" and not line.startswith(("+++", "---")) else html.escape(line[1:])
+            rows.append(f"<div style='background:{bg}'><span style='color:#888'>{html.escape(line[:1])}</span>{body}</div>")
+        summary = f"<div style='font-size:12px'>+{self.added} −{self.removed} lines</div>"
+        return f"{summary}<pre style='{_PRE.format(h=500)}'>{''.join(rows)}</pre>"
+
+
+def diff(a: str, b: str, lang: str = "text", titles: tuple[str, str] = ("before", "after"), context: int = 2) -> DiffView:
+    """The line diff from ``a`` to ``b`` (unified format, ``context`` lines around changes)."""
+    lines = difflib.unified_diff(str(a).splitlines(), str(b).splitlines(), titles[0], titles[1], lineterm="", n=context)
+    return DiffView(tuple(lines), titles, lang)
+
+
+# ----------------------------------------------------------------------------- graphs
+
+_SVG_NOISE = [
+    re.compile(r"<!-- Generated by graphviz[^>]*-->\n?"),
+    re.compile(r"<\?xml[^>]*\?>\n?"),
+    re.compile(r"<!DOCTYPE[^>]*>\n?", re.S),
+]
+MISSING_DOT = (
+    "Graphviz's `dot` program is not installed, so this graph is shown as its DOT text. "
+    "Install it (`sudo apt-get install graphviz`, or `conda install graphviz`) to see the picture."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphView:
+    source: str
+    engine: str = "dot"
+
+    @property
+    def svg(self) -> str | None:
+        """The rendered SVG, or None when ``dot`` is missing."""
+        return _render_svg(self.source, self.engine)
+
+    def __str__(self) -> str:
+        return self.source
+
+    def _repr_svg_(self) -> str | None:
+        return self.svg
+
+    def _repr_html_(self) -> str:
+        svg = self.svg
+        if svg is not None:
+            return svg
+        return f"<div><i>{html.escape(MISSING_DOT)}</i><pre>{html.escape(self.source)}</pre></div>"
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        svg = self.svg
+        if svg is not None:
+            return {"image/svg+xml": svg, "text/plain": "<graph>"}
+        return {"text/html": self._repr_html_(), "text/plain": MISSING_DOT + "\n" + self.source}
+
+
+def _render_svg(source: str, engine: str) -> str | None:
+    exe = shutil.which(engine)
+    if exe is None:
+        return None
+    proc = subprocess.run([exe, "-Tsvg"], input=source, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise ValueError(f"Graphviz could not render this graph: {proc.stderr.strip()}")
+    svg = proc.stdout
+    for pattern in _SVG_NOISE:
+        svg = pattern.sub("", svg)
+    return svg
+
+
+def graph(dot: Any, engine: str = "dot") -> GraphView:
+    """A graph from DOT text, or from any object with a ``.source`` (``graphviz.Digraph``)."""
+    source = dot.source if hasattr(dot, "source") else str(dot)
+    if not re.match(r"\s*(strict\s+)?(di)?graph\b", source):
+        raise ValueError("graph() expects DOT text starting with 'digraph' or 'graph'")
+    return GraphView(source, engine)
+
+
+def dot_escape(text: str) -> str:
+    """Escape text for a DOT record/label (quotes, braces, angle brackets, newlines as \\l)."""
+    out = str(text).replace("\\", "\\\\").replace('"', '\\"')
+    for ch in "{}<>|":
+        out = out.replace(ch, "\\" + ch)
+    return out.replace("\n", "\\l")
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+@dataclasses.dataclass(frozen=True)
+class TableView:
+    rows: tuple[tuple[str, ...], ...]
+    headers: tuple[str, ...]
+    title: str = ""
+
+    def __str__(self) -> str:
+        cols = [self.headers, *self.rows] if self.headers else list(self.rows)
+        widths = [max(len(r[i]) for r in cols) for i in range(len(cols[0]))] if cols else []
+        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+        lines = [self.title] if self.title else []
+        if self.headers:
+            lines += [fmt.format(*self.headers), "  ".join("-" * w for w in widths)]
+        lines += [fmt.format(*r) for r in self.rows]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        head = "".join(f"<th>{esc(h)}</th>" for h in self.headers)
+        body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in self.rows)
+        cap = f"<caption>{esc(self.title)}</caption>" if self.title else ""
+        return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def table(rows: Iterable[Sequence[Any]], headers: Sequence[str] = (), title: str = "") -> TableView:
+    """Rows (sequences of values) as a table; floats print with 4 significant digits."""
+    rows = tuple(tuple(_cell(v) for v in r) for r in rows)
+    headers = tuple(str(h) for h in headers)
+    width = len(headers) if headers else (len(rows[0]) if rows else 0)
+    for r in rows:
+        if len(r) != width:
+            raise ValueError(f"table row {r!r} has {len(r)} cells; expected {width}")
+    return TableView(rows, headers, title)

@@ -1,0 +1,137 @@
+"""course_lib.check: every outcome, the comparators' messages, strict mode, and the summary."""
+
+import numpy as np
+import pytest
+import torch
+
+from course_lib import check
+
+
+@pytest.fixture(autouse=True)
+def _not_strict(monkeypatch):
+    monkeypatch.delenv("COURSE_CHECK_STRICT", raising=False)
+
+
+def test_right_answer_passes():
+    lab = check.Lab("t")
+    r = lab.run("add", lambda: 1 + 1, expected=2)
+    assert r.status == check.PASSED and r.passed
+
+
+def test_wrong_answer_fails_with_expected_got_and_hint():
+    lab = check.Lab("t")
+    r = lab.run("add", lambda: 3, expected=2, hint="one plus one")
+    assert r.status == check.FAILED
+    assert r.expected == "2" and r.got == "3"
+    text = str(r)
+    assert "expected: 2" in text and "got:      3" in text and "hint: one plus one" in text
+    assert "❌" in r._repr_html_()
+
+
+def test_unfinished_answer_is_not_attempted():
+    def stub():
+        raise NotImplementedError("exercise 'stub': replace this line with your code")
+
+    r = check.Lab("t").run("stub", stub, expected=1)
+    assert r.status == check.NOT_ATTEMPTED
+
+
+def test_crashing_answer_is_reported_with_the_learners_line_not_a_traceback():
+    def crash():
+        return [][1]
+
+    r = check.Lab("t").run("crash", crash, expected=1)
+    assert r.status == check.RAISED
+    assert "IndexError" in r.message and "crash" in r.message
+    assert "course_lib" not in r.message
+
+
+def test_comparator_errors_and_assertions_do_not_escape():
+    r = check.Lab("t").run("x", lambda: object(), expected=None, compare=lambda e, g: 1 / 0)
+    assert r.status == check.FAILED and "ZeroDivisionError" in r.message
+
+    def strict(e, g):
+        raise AssertionError("phi for x missing in block b3")
+
+    r = check.Lab("t").run("y", lambda: 1, expected=1, compare=strict)
+    assert r.status == check.FAILED and r.message == "phi for x missing in block b3"
+
+
+def test_expected_may_be_lazy_and_verify_checks_properties():
+    calls = []
+    r = check.Lab("t").run("lazy", lambda: 5, expected=lambda: calls.append(1) or 5)
+    assert r.passed and calls == [1]
+    r = check.Lab("t").run("even", lambda: 3, verify=check.predicate(lambda g: g % 2 == 0, "an even number"))
+    assert r.status == check.FAILED and "even" in r.message
+
+
+def test_same_set_names_missing_and_extra():
+    v = check.same_set({"a", "b"}, {"b", "c"})
+    assert not v.ok and "missing {'a'}" in v.message and "unexpected {'c'}" in v.message
+
+
+def test_same_text_gives_line_and_diff():
+    v = check.same_text("%1 = add i32 %a, %b\nret i32 %1", "%1 = sub i32 %a, %b\nret i32 %1")
+    assert not v.ok and "line 1" in v.message
+    assert "-%1 = add i32 %a, %b" in v.diff and "+%1 = sub i32 %a, %b" in v.diff
+    assert check.same_text("x \n", "x").ok
+
+
+def test_close_reports_max_error_and_location():
+    exp = torch.zeros(4, 5)
+    got = exp.clone()
+    got[2, 3] = 0.5
+    v = check.close(atol=1e-3, rtol=0)(exp, got)
+    assert not v.ok and "(2, 3)" in v.message and "1 of 20" in v.message
+    assert check.close()(exp, exp.clone()).ok
+    assert "shape" in check.close()(exp, torch.zeros(5, 4)).message
+    assert not check.close()(np.array([np.nan]), np.array([1.0])).ok
+    assert check.close()(torch.ones(3, dtype=torch.bfloat16), torch.ones(3)).ok
+
+
+def test_summary_counts_each_outcome():
+    lab = check.Lab("Module X")
+    lab.run("a", lambda: 1, expected=1)
+    lab.run("b", lambda: 2, expected=1)
+
+    def todo():
+        raise NotImplementedError
+
+    lab.run("c", todo)
+    lab.run("d", lambda: {}["k"])
+    s = lab.summary()
+    assert s.counts() == {"passed": 1, "failed": 1, "not attempted": 1, "raised": 1}
+    assert str(s).startswith("Module X: 1/4 passed")
+    assert "width:25.0%" in s._repr_html_()
+
+
+def test_rerunning_an_exercise_replaces_its_result():
+    lab = check.Lab("t")
+    lab.run("a", lambda: 1, expected=2)
+    lab.run("a", lambda: 2, expected=2)
+    assert lab.summary().counts()["passed"] == 1 and len(lab.summary().results) == 1
+
+
+@pytest.mark.parametrize(
+    ("mode", "value", "raises"),
+    [("solutions", 1, False), ("solutions", 2, True), ("labs", 2, True), ("labs", None, False)],
+)
+def test_strict_mode_turns_outcomes_into_errors(monkeypatch, mode, value, raises):
+    monkeypatch.setenv("COURSE_CHECK_STRICT", mode)
+
+    def attempt():
+        if value is None:
+            raise NotImplementedError
+        return value
+
+    if raises:
+        with pytest.raises(check.CheckFailed):
+            check.Lab("t").run("x", attempt, expected=1)
+    else:
+        check.Lab("t").run("x", attempt, expected=1)
+
+
+def test_module_level_run_uses_the_latest_lab():
+    lab = check.Lab("latest")
+    check.run("q", lambda: 1, expected=1)
+    assert "q" in lab.results
