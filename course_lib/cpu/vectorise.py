@@ -1,0 +1,233 @@
+"""Why gcc did not vectorise a loop, and the fix: four cases, each compiled, checked and measured.
+
+Teaches gcc's loop vectoriser (``gcc/tree-vect-loop.cc``, ``tree-vect-data-refs.cc``) from the
+outside: the remark it prints, the assembly it emits, the time it costs. The same four
+obstacles are why Inductor's C++ backend (``torch/_inductor/codegen/cpp.py``) does not leave
+vectorisation to the compiler but writes ``at::vec::Vectorized`` code itself:
+
+==================  ===========================================  ===============================
+case                obstacle                                     fix
+==================  ===========================================  ===============================
+aliasing            ``out`` might point into ``x``               ``restrict``
+float reduction     ``+`` on floats is not associative           ``#pragma omp simd reduction``
+non-unit stride     inner loop walks a column (stride n)         interchange / change the layout
+call in the loop    ``expf`` may set ``errno``                   ``-ffast-math`` (libmvec)
+==================  ===========================================  ===============================
+
+Rule: every case keeps the function name ``kernel`` and one signature for bad and fixed code,
+so the harness calls both the same way and checks the fix against the original's result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ctypes
+
+import numpy as np
+
+from course_lib.cpu.build import CompiledC, compile_c
+from course_lib.cpu.timing import median_time, ptr
+
+FLAGS = "-O3 -march=native"
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One vectorisation obstacle: the loop as written, the fixed loop, and how to run both."""
+
+    name: str
+    obstacle: str
+    fix: str
+    bad: str
+    good: str
+    kind: str  # how to call ``kernel``: a key of _RUNNERS
+    bad_flags: str = FLAGS
+    good_flags: str = FLAGS
+
+
+CASES = {
+    "aliasing": Case(
+        "aliasing",
+        "out[0] may alias x[i], so gcc must reload and store out[0] on every iteration",
+        "declare the pointers restrict: the programmer promises they do not overlap",
+        """void kernel(int *out, const int *x, int n)
+{
+    for (int i = 0; i < n; i++)
+        out[0] += x[i];
+}
+""",
+        """void kernel(int *restrict out, const int *restrict x, int n)
+{
+    for (int i = 0; i < n; i++)
+        out[0] += x[i];
+}
+""",
+        "sum_int",
+    ),
+    "float reduction": Case(
+        "float reduction",
+        "(a+b)+c != a+(b+c) in floating point, so gcc keeps the additions in order: its 'vectorised' "
+        "loop is a chain of scalar vaddss",
+        "#pragma omp simd reduction(+:s) (compile with -fopenmp-simd) allows reassociation for this loop only",
+        """void kernel(float *out, const float *x, int n)
+{
+    float s = 0.0f;
+    for (int i = 0; i < n; i++)
+        s += x[i];
+    out[0] = s;
+}
+""",
+        """void kernel(float *out, const float *x, int n)
+{
+    float s = 0.0f;
+#pragma omp simd reduction(+:s)
+    for (int i = 0; i < n; i++)
+        s += x[i];
+    out[0] = s;
+}
+""",
+        "sum_float",
+        good_flags=FLAGS + " -fopenmp-simd",
+    ),
+    "non-unit stride": Case(
+        "non-unit stride",
+        "the inner loop reads a[i*n + j]: one float per row, n floats apart, no vector load fits",
+        "interchange the loops (or store the matrix transposed) so the inner loop reads contiguous floats",
+        """void kernel(float *restrict out, const float *restrict a, int n)
+{
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < n; i++)
+            out[j] += a[i * n + j] * a[i * n + j];
+}
+""",
+        """void kernel(float *restrict out, const float *restrict a, int n)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            out[j] += a[i * n + j] * a[i * n + j];
+}
+""",
+        "colsq",
+    ),
+    "call in the loop": Case(
+        "call in the loop",
+        "expf() may write errno, a side effect gcc cannot vectorise, so each element calls libm",
+        "-ffast-math lets gcc call glibc's vector expf (_ZGVdN8v_expf from libmvec), 8 lanes per call; "
+        "it also relaxes every other float rule in the file, which is why Inductor calls SLEEF itself",
+        """#include <math.h>
+void kernel(float *restrict y, const float *restrict x, int n)
+{
+    for (int i = 0; i < n; i++)
+        y[i] = expf(x[i]);
+}
+""",
+        """#include <math.h>
+void kernel(float *restrict y, const float *restrict x, int n)
+{
+    for (int i = 0; i < n; i++)
+        y[i] = expf(x[i]);
+}
+""",
+        "map",
+        good_flags=FLAGS + " -ffast-math",
+    ),
+}
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def _inputs(kind: str, n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    if kind == "sum_int":
+        return np.zeros(1, np.int32), rng.integers(-100, 100, n, dtype=np.int32)
+    if kind == "sum_float":
+        return np.zeros(1, np.float32), rng.standard_normal(n, dtype=np.float32)
+    if kind == "colsq":
+        side = int(np.sqrt(n))
+        return np.zeros(side, np.float32), rng.standard_normal((side, side), dtype=np.float32)
+    return np.zeros(n, np.float32), rng.uniform(-4, 4, n).astype(np.float32)
+
+
+def _call(lib: CompiledC, kind: str, out, x):
+    f = lib.fn("kernel", [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int])
+    size = x.shape[0]  # rows for colsq, elements otherwise
+
+    def run():
+        if kind != "map":
+            out[:] = 0
+        f(ptr(out), ptr(x), size)
+
+    return run
+
+
+def reference(kind: str, x) -> np.ndarray:
+    """What ``kernel`` must compute, from numpy (the oracle)."""
+    if kind in ("sum_int", "sum_float"):
+        return np.array([x.sum(dtype=np.float64)])
+    if kind == "colsq":
+        return (x.astype(np.float64) ** 2).sum(axis=0)
+    return np.exp(x.astype(np.float64))
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseResult:
+    """Report lines, packed-SIMD counts, correctness and (unchecked) timings for one case."""
+
+    name: str
+    bad_vectorised: bool
+    good_vectorised: bool
+    bad_packed: int
+    good_packed: int
+    correct: bool
+    bad_seconds: float
+    good_seconds: float
+
+    @property
+    def speedup(self) -> float:
+        return self.bad_seconds / self.good_seconds
+
+
+def run_case(case: Case, n: int = 1 << 16, repeat: int = 5) -> CaseResult:
+    """Compile both versions, check the fix against numpy, time both (median of ``repeat``)."""
+    bad, good = compile_c(case.bad, case.bad_flags), compile_c(case.good, case.good_flags)
+    out, x = _inputs(case.kind, n)
+    expect = reference(case.kind, x)
+    times, correct = [], True
+    for lib in (bad, good):
+        run = _call(lib, case.kind, out, x)
+        run()
+        correct &= bool(np.allclose(out, expect, rtol=1e-4, atol=1e-3 * max(1.0, np.sqrt(n) / 64)))
+        times.append(median_time(run, repeat=repeat).median)
+    return CaseResult(case.name, bool(vectorised_main_loop(bad)), bool(vectorised_main_loop(good)),
+                      bad.asm.counts("kernel")["packed"], good.asm.counts("kernel")["packed"],
+                      correct, times[0], times[1])
+
+
+def vectorised_main_loop(lib: CompiledC) -> bool:
+    """True when the innermost loop gcc reports on was vectorised *and* the asm has packed math.
+
+    The float-reduction case shows why both are needed: gcc reports the in-order reduction as
+    "vectorized" but the loop body is a chain of scalar ``vaddss``.
+    """
+    innermost = lib.report[-1] if lib.report else None
+    body = lib.asm.functions["kernel"]
+    packed_math = any(i.simd == "packed" and _is_arith(i.mnemonic) for i in body)
+    packed_math |= any(i.mnemonic == "call" and "_ZGV" in i.operands for i in body)  # libmvec
+    return bool(innermost and innermost.vectorised and packed_math)
+
+
+def _is_arith(mnemonic: str) -> bool:
+    m = mnemonic.lstrip("v")
+    return m.startswith(("add", "mul", "fmadd", "sub", "div", "padd", "pmul", "fnmadd"))
+
+
+def table_rows(results: list[CaseResult]) -> list[list[str]]:
+    """Rows for ``viz.table``: vectorised before/after, correct, times and speed-up."""
+    yes = {True: "yes", False: "no"}
+    return [[r.name, yes[r.bad_vectorised], yes[r.good_vectorised], yes[r.correct],
+             f"{r.bad_seconds * 1e6:.0f}", f"{r.good_seconds * 1e6:.0f}", f"{r.speedup:.1f}x"]
+            for r in results]  # fmt: skip
+
+
+TABLE_HEADERS = ["case", "vectorised as written", "vectorised fixed", "fix correct", "us before", "us after", "speed-up"]
