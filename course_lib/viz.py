@@ -294,11 +294,16 @@ def graph(dot: Any, engine: str = "dot") -> GraphView:
     return GraphView(source, engine)
 
 
-def dot_escape(text: str) -> str:
-    """Escape text for a DOT record/label (quotes, braces, angle brackets, newlines as \\l)."""
+def dot_escape(text: str, record: bool = True) -> str:
+    """Escape text for a quoted DOT label; lines end with ``\\l`` (left-justified).
+
+    ``record=True`` also escapes the characters that structure ``shape=record`` labels
+    (braces, angle brackets, bars); plain box labels need only quotes and backslashes escaped.
+    """
     out = str(text).replace("\\", "\\\\").replace('"', '\\"')
-    for ch in "{}<>|":
-        out = out.replace(ch, "\\" + ch)
+    if record:
+        for ch in "{}<>|":
+            out = out.replace(ch, "\\" + ch)
     return out.replace("\n", "\\l")
 
 
@@ -346,3 +351,64 @@ def table(rows: Iterable[Sequence[Any]], headers: Sequence[str] = (), title: str
         if len(r) != width:
             raise ValueError(f"table row {r!r} has {len(r)} cells; expected {width}")
     return TableView(rows, headers, title)
+
+
+# ----------------------------------------------------------------------------- FX graphs
+
+_OP_COLOURS = {
+    "placeholder": "#d2e3fc",
+    "get_attr": "#e8f0fe",
+    "call_function": "#fef7e0",
+    "call_method": "#fce8b2",
+    "call_module": "#e6f4ea",
+    "output": "#f1f3f4",
+}
+
+
+def _node_inputs(arg: Any):
+    if hasattr(arg, "op") and hasattr(arg, "name"):
+        yield arg
+    elif isinstance(arg, (list, tuple)):
+        for a in arg:
+            yield from _node_inputs(a)
+    elif isinstance(arg, dict):
+        for a in arg.values():
+            yield from _node_inputs(a)
+
+
+def _target_name(node: Any) -> str:
+    target = node.target
+    if isinstance(target, str):
+        return target
+    name = getattr(target, "__name__", None) or str(target)
+    module = getattr(target, "__module__", "") or ""
+    if module.startswith("torch._ops") or str(target).startswith("aten."):
+        return str(target)
+    return name
+
+
+def fx_graph(graph: Any, title: str = "", highlight: dict[str, str] | None = None, rankdir: str = "TB") -> GraphView:
+    """A picture of an FX graph: one box per node (name, opcode, target), edges for data flow.
+
+    Works for ``torch.fx.GraphModule`` / ``torch.fx.Graph`` and for any graph with the same
+    node fields (``op``, ``name``, ``target``, ``args``, ``kwargs``), such as course_lib.fx's.
+    ``highlight`` maps node names to fill colours (e.g. saved tensors).
+    """
+    g = getattr(graph, "graph", graph)
+    highlight = highlight or {}
+    lines = [f"digraph fx {{ rankdir={rankdir}; node [shape=box, style=\"rounded,filled\", fontname=\"monospace\", fontsize=10];"]
+    if title:
+        lines.append(f'label="{dot_escape(title)}"; labelloc=t;')
+    for node in g.nodes:
+        detail = "" if node.op in ("placeholder", "output") else f"\n{_target_name(node)}"
+        label = dot_escape(f"{node.name}\n[{node.op}]{detail}", record=False).replace("\\l", "\\n")
+        fill = highlight.get(node.name, _OP_COLOURS.get(node.op, "white"))
+        lines.append(f'  "{node.name}" [label="{label}", fillcolor="{fill}"];')
+    for node in g.nodes:
+        seen = set()
+        for src in _node_inputs((node.args, node.kwargs)):
+            if src.name not in seen:
+                seen.add(src.name)
+                lines.append(f'  "{src.name}" -> "{node.name}";')
+    lines.append("}")
+    return GraphView("\n".join(lines))
