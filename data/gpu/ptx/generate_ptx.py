@@ -1,3 +1,8 @@
+"""Regenerate the reference PTX of Module 5 (no GPU needed).
+
+Usage: python data/gpu/ptx/generate_ptx.py OUT_DIR [NAME ...]
+Run without TRITON_INTERPRET (course_lib sets it on CPU machines, so this script does not import course_lib).
+"""
 import os, sys
 os.environ.pop("TRITON_INTERPRET", None)
 import triton, triton.language as tl
@@ -86,8 +91,11 @@ jobs = {
 MM = {"a_ptr":"*bf16","b_ptr":"*bf16","c_ptr":"*fp32","M":"i32","N":"i32","K":"i32","BM":"constexpr","BN":"constexpr","BK":"constexpr"}
 for cap in (80, 90):
     jobs[f"matmul_bf16_sm{cap}"] = (matmul_kernel, MM, {"BM":64,"BN":64,"BK":32}, cap, (0,1,2,3,4,5), dict(num_warps=4))
+only = set(sys.argv[2:])
 meta = {}
 for name, (fn, sig, c, cap, div, opts) in jobs.items():
+    if only and name not in only:
+        continue
     k = comp(fn, sig, c, cap=cap, div=div, **opts)
     open(f"{outdir}/{name}.ptx", "w").write(k.asm["ptx"])
     md = k.metadata
