@@ -161,6 +161,22 @@ def inductor_output_code(fn, *args):
 # ---------------------------------------------------------------------------
 
 
+def inductor_run_and_get_code(fn, *args, **kwargs):
+    """Run ``fn(*args)`` under ``torch.compile`` (Inductor) and return ``(result, [source, ...])``.
+
+    Wraps ``torch._inductor.utils.run_and_get_code``, which records every output-code module
+    Inductor writes (on CPU: a Python wrapper holding the C++ kernels as strings).
+    ``torch._dynamo.reset()`` first, so the code is generated now rather than reused from an
+    earlier compile of the same function in this process.
+    """
+    import torch
+
+    run_and_get_code = require("torch._inductor.utils", "run_and_get_code")
+    require("torch._dynamo", "reset")()
+    return run_and_get_code(torch.compile(fn, **kwargs), *args)
+
+
+
 # ---------------------------------------------------------------------------
 # llvm (Module 2)
 # ---------------------------------------------------------------------------

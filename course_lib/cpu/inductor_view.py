@@ -1,0 +1,164 @@
+"""Reading Inductor's C++: its vectorised loops, ``at::vec::Vectorized`` types, SLEEF calls, OpenMP.
+
+Inductor's C++ backend (``torch/_inductor/codegen/cpp.py``: ``CppKernel`` for scalar loops,
+``CppVecKernel`` for vector loops, ``CppKernelProxy`` choosing between them) does not hope
+that gcc vectorises its loops. It writes the vector code itself against ATen's portable SIMD
+layer ``at::vec`` (``aten/src/ATen/cpu/vec/``): ``Vectorized<float>::loadu`` is one unaligned
+vector load, ``tmp.exp()`` a vector exp, ``store`` a vector store, and the loop steps by the
+vector's lane count (8 for AVX2, 16 for AVX-512). ATen implements ``exp``/``tanh``/``log`` on
+those types by calling SLEEF (``Sleef_expf8_u10``: 8 floats, 1.0 ULP), a vector math library.
+
+This module finds those pieces in real Inductor output (obtained through
+``course_lib.compat.inductor_run_and_get_code``) and follows each vector method into the
+installed ATen header to name the SLEEF function it calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import pathlib
+import re
+
+_KERNEL = re.compile(r"(?P<name>cpp_fused_\w+)\s*=\s*async_compile\.cpp\w*\((?P<args>.*?)r'''(?P<src>.*?)'''",
+                     re.S)  # fmt: skip
+_STEP = re.compile(r"for\s*\(\s*int64_t\s+(\w+)\s*=.*?;\s*\1\s*\+=\s*static_cast<int64_t>\((\d+)L\)\)")
+_METHOD = re.compile(r"\btmp\d+\.(\w+)\(\)")
+_SLEEF = re.compile(r"\bSleef_\w+")
+# Rule table: CPU capability (torch.backends.cpu.get_cpu_capability()) -> float header.
+VEC_HEADERS = {
+    "AVX512": "ATen/cpu/vec/vec512/vec512_float.h",
+    "AVX2": "ATen/cpu/vec/vec256/vec256_float.h",
+    "SVE256": "ATen/cpu/vec/sve/vec_float.h",
+    "NEON": "ATen/cpu/vec/vec128/vec128_float_neon.h",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class CppKernel:
+    """One C++ kernel from Inductor's output code."""
+
+    name: str
+    source: str
+
+    @property
+    def pragmas(self) -> list[str]:
+        """The ``#pragma omp ...`` lines, in order."""
+        return [ln.strip() for ln in self.source.splitlines() if ln.strip().startswith("#pragma")]
+
+    @property
+    def vector_lines(self) -> list[str]:
+        """Lines that use ``at::vec`` types (loads, broadcasts, conversions)."""
+        return [ln.strip() for ln in self.source.splitlines() if "at::vec::" in ln]
+
+    @property
+    def loop_steps(self) -> list[int]:
+        """The step of each ``for`` loop: 8 on AVX2 marks the vector loop, 1 a scalar tail."""
+        return [int(m[2]) for m in _STEP.finditer(self.source)]
+
+    @property
+    def vector_methods(self) -> list[str]:
+        """Methods called on temporaries (``tmp1.exp()`` -> ``exp``), first use order."""
+        return list(dict.fromkeys(_METHOD.findall(self.source)))
+
+
+@dataclasses.dataclass(frozen=True)
+class InductorCpp:
+    """Inductor's output for one function: the wrapper module and its C++ kernels."""
+
+    wrapper: str
+    kernels: list[CppKernel]
+
+
+def parse_output_code(code: str) -> InductorCpp:
+    """Pull every ``cpp_fused_*`` kernel's C++ out of Inductor's Python output module."""
+    return InductorCpp(code, [CppKernel(m["name"], m["src"].strip("\n")) for m in _KERNEL.finditer(code)])
+
+
+def inductor_cpp(fn, *args) -> InductorCpp:
+    """Compile ``fn`` with torch.compile on CPU and return its C++ kernels (runs Inductor)."""
+    from course_lib import compat
+
+    _, codes = compat.inductor_run_and_get_code(fn, *args)
+    return parse_output_code("\n".join(codes))
+
+
+def cpu_capability() -> str:
+    """The ISA ATen dispatches to on this machine: ``"AVX2"``, ``"AVX512"``, ``"DEFAULT"``..."""
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def vec_header(capability: str | None = None) -> pathlib.Path | None:
+    """The installed ATen header defining ``Vectorized<float>`` for ``capability``."""
+    import torch.utils.cpp_extension
+
+    rel = VEC_HEADERS.get(capability or cpu_capability())
+    if rel is None:
+        return None
+    for inc in torch.utils.cpp_extension.include_paths():
+        path = pathlib.Path(inc) / rel
+        if path.exists():
+            return path
+    return None
+
+
+def method_body(header_text: str, method: str) -> str | None:
+    """The body of ``Vectorized<float> method() const { ... }`` in an ATen header (brace matched)."""
+    m = re.search(rf"Vectorized<float>\s+{re.escape(method)}\s*\(\s*\)\s*const\s*\{{", header_text)
+    if not m:
+        return None
+    depth, i = 1, m.end()
+    while depth and i < len(header_text):
+        depth += {"{": 1, "}": -1}.get(header_text[i], 0)
+        i += 1
+    return header_text[m.start():i]
+
+
+@functools.lru_cache(maxsize=None)
+def _header_text(path: str) -> str:
+    return pathlib.Path(path).read_text()
+
+
+def sleef_calls(methods, capability: str | None = None) -> dict[str, str]:
+    """For each vector method, the SLEEF function its ATen implementation calls (or a note).
+
+    ``{"exp": "Sleef_expf8_u10", "tanh": "Sleef_tanhf8_u10"}`` on AVX2. Methods implemented
+    with plain intrinsics (``abs``, ``sqrt``...) map to ``"(intrinsics, no SLEEF)"``.
+    """
+    header = vec_header(capability)
+    if header is None:
+        return {m: "(no vectorised header for this CPU)" for m in methods}
+    text = _header_text(str(header))
+    out = {}
+    for method in methods:
+        body = method_body(text, method)
+        if body is None:
+            out[method] = "(inherited from vec_base.h)"
+            continue
+        calls = _SLEEF.findall(body)
+        out[method] = calls[0] if calls else "(intrinsics, no SLEEF)"
+    return out
+
+
+def annotate(kernel: CppKernel, capability: str | None = None) -> str:
+    """The kernel's C++ with a comment on each vector line: what it is, and SLEEF calls."""
+    sleef = sleef_calls(kernel.vector_methods, capability)
+    out = []
+    for line in kernel.source.splitlines():
+        note = ""
+        s = line.strip()
+        if s.startswith("#pragma omp"):
+            note = "OpenMP: threads share this loop"
+        elif "::loadu(" in s:
+            note = "vector load (unaligned)"
+        elif re.search(r"\.store\(", s):
+            note = "vector store"
+        elif (m := _METHOD.search(s)) and m[1] in sleef:
+            note = f"vector {m[1]} -> {sleef[m[1]]}"
+        elif _STEP.search(s):
+            steps = _STEP.search(s)[2]
+            note = f"steps by {steps}: {'vector' if int(steps) > 1 else 'scalar'} loop"
+        out.append(f"{line}  // <<< {note}" if note else line)
+    return "\n".join(out)

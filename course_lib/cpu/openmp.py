@@ -1,0 +1,160 @@
+"""OpenMP on this machine: parallel for, schedules, the reduction clause, false sharing.
+
+Teaches what Inductor's ``#pragma omp parallel`` / ``#pragma omp for`` lines (written by
+``torch/_inductor/codegen/cpp.py``, ``WorkSharing`` and ``OuterLoopFusedKernel``) ask of the
+OpenMP runtime (libgomp here): split an outer loop's iterations among threads.
+
+* ``schedule(static)`` hands each thread one contiguous block up front: no overhead, but a
+  triangular loop (work grows with i) leaves the first thread idle at the end;
+  ``schedule(dynamic, c)`` / ``guided`` hand out chunks as threads become free.
+* ``reduction(+:s)`` gives each thread a private ``s`` and combines them once at the end; an
+  ``atomic`` update per element serialises the threads on one cache line.
+* False sharing: two threads writing *different* counters that share a 64-byte line make the
+  line bounce between cores; padding each counter to its own line removes it.
+
+Every function takes ``threads`` so one process can compare 1 thread with all cores.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+
+import numpy as np
+
+from course_lib.cpu.build import CompiledC, compile_c
+from course_lib.cpu.timing import median_time, ptr
+
+FLAGS = "-O2 -march=native -fopenmp"
+# omp_sched_t values from omp.h (OpenMP 4.5 spec, section 3.2.12).
+SCHEDULES = {"static": 1, "dynamic": 2, "guided": 3}
+
+SOURCE = r"""
+#include <omp.h>
+#include <math.h>
+
+/* Row i does i units of work: the triangular loop nest of e.g. a Cholesky or causal mask. */
+void triangular(float *y, int n, int kind, int chunk, int threads)
+{
+    omp_set_schedule((omp_sched_t)kind, chunk);
+#pragma omp parallel for schedule(runtime) num_threads(threads)
+    for (int i = 0; i < n; i++) {
+        float s = 0.0f;
+        for (int j = 0; j < i; j++)
+            s += sinf((float)j * 1e-3f);
+        y[i] = s;
+    }
+}
+
+double sum_reduction(const float *x, long n, int threads)
+{
+    double s = 0.0;
+#pragma omp parallel for reduction(+:s) num_threads(threads)
+    for (long i = 0; i < n; i++)
+        s += x[i];
+    return s;
+}
+
+double sum_atomic(const float *x, long n, int threads)
+{
+    double s = 0.0;
+#pragma omp parallel for num_threads(threads)
+    for (long i = 0; i < n; i++) {
+#pragma omp atomic
+        s += x[i];
+    }
+    return s;
+}
+
+/* Thread t increments counters[t * stride]; stride 1 puts them on one cache line. */
+void count(long *counters, int stride, long iters, int threads)
+{
+#pragma omp parallel num_threads(threads)
+    {
+        volatile long *mine = counters + omp_get_thread_num() * stride;
+        for (long k = 0; k < iters; k++)
+            *mine += 1;
+    }
+}
+
+int max_threads(void) { return omp_get_max_threads(); }
+"""
+
+
+def library() -> CompiledC:
+    return compile_c(SOURCE, FLAGS)
+
+
+def triangular(n: int, schedule: str, chunk: int, threads: int) -> np.ndarray:
+    """Run the triangular loop under ``schedule`` (``static``/``dynamic``/``guided``)."""
+    y = np.zeros(n, np.float32)
+    f = library().fn("triangular", [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int])
+    f(ptr(y), n, SCHEDULES[schedule], chunk, threads)
+    return y
+
+
+def triangular_reference(n: int) -> np.ndarray:
+    terms = np.sin(np.arange(n, dtype=np.float32) * np.float32(1e-3)).astype(np.float64)
+    return np.concatenate([[0.0], np.cumsum(terms)[:-1]])
+
+
+def time_schedules(n: int, threads: int, chunks=(0, 1, 16), repeat: int = 3) -> dict[str, float]:
+    """Median seconds of the triangular loop per ``"schedule,chunk"`` (chunk 0 = default)."""
+    f = library().fn("triangular", [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int])
+    y = np.zeros(n, np.float32)
+    out = {}
+    for name, kind in SCHEDULES.items():
+        for chunk in chunks:
+            label = name if chunk == 0 else f"{name},{chunk}"
+            out[label] = median_time(lambda: f(ptr(y), n, kind, chunk, threads), repeat=repeat).median
+    return out
+
+
+def sums(x: np.ndarray, threads: int) -> dict[str, float]:
+    """The reduction clause vs an atomic update per element: both results."""
+    lib = library()
+    args = [ctypes.c_void_p, ctypes.c_long, ctypes.c_int]
+    red = lib.fn("sum_reduction", args, ctypes.c_double)
+    atom = lib.fn("sum_atomic", args, ctypes.c_double)
+    return {"reduction": red(ptr(x), x.size, threads), "atomic": atom(ptr(x), x.size, threads)}
+
+
+def time_sums(x: np.ndarray, threads: int, repeat: int = 3) -> dict[str, float]:
+    lib = library()
+    args = [ctypes.c_void_p, ctypes.c_long, ctypes.c_int]
+    out = {}
+    for name in ("reduction", "atomic"):
+        f = lib.fn(f"sum_{name}", args, ctypes.c_double)
+        out[name] = median_time(lambda: f(ptr(x), x.size, threads), repeat=repeat).median
+    return out
+
+
+def count(stride: int, iters: int, threads: int) -> np.ndarray:
+    """Each thread increments its own counter ``iters`` times; returns the counters."""
+    c = np.zeros(max(1, threads) * max(1, stride), np.int64)
+    library().fn("count", [ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_int])(ptr(c), stride, iters, threads)
+    return c
+
+
+def time_false_sharing(iters: int, threads: int, strides=(1, 8), repeat: int = 3) -> dict[int, float]:
+    """Median seconds per stride (in 8-byte longs): 1 = same line, 8 = one 64-byte line each."""
+    f = library().fn("count", [ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_int])
+    out = {}
+    for stride in strides:
+        c = np.zeros(threads * stride + 8, np.int64)
+        out[stride] = median_time(lambda: f(ptr(c), stride, iters, threads), repeat=repeat).median
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Speedup:
+    """Median seconds with 1 thread and with ``threads`` threads."""
+
+    name: str
+    threads: int
+    one: float
+    many: float
+
+    @property
+    def ratio(self) -> float:
+        return self.one / self.many
