@@ -10,14 +10,14 @@ Stable API (notebooks and outside evaluators use these):
 
 Submodules: ``ptx`` (parser), ``ptx_exec`` (instruction semantics), ``simt`` (warps, scheduling,
 statistics), ``teach`` (CUDA-style kernels in Python), ``memory`` (coalescing, banks),
-``hierarchy`` (sourced table, roofline, tiling), ``occupancy``, ``tensor_core``,
+``hierarchy`` (sourced table, roofline, tiling), ``occupancy_calculator``, ``tensor_core``,
 ``collectives``, ``plots``, ``reference`` (the stored Triton PTX).
 """
 
 from __future__ import annotations
 
 from course_lib.gpu.memory import bank_wavefronts, lines_touched, sectors_touched
-from course_lib.gpu.occupancy import Occupancy, occupancy
+from course_lib.gpu.occupancy_calculator import Occupancy, occupancy
 from course_lib.gpu.ptx import parse_ptx
 from course_lib.gpu.ptx_exec import run_ptx
 from course_lib.gpu.simt import RunResult, WarpStats

@@ -78,7 +78,7 @@ def latency_hiding_plot(latency: float = 600.0, works=(10, 20, 40), max_warps: i
     """Utilisation vs resident warps for a few amounts of work per memory access."""
     import matplotlib.pyplot as plt
 
-    from course_lib.gpu.occupancy import latency_hiding
+    from course_lib.gpu.occupancy_calculator import latency_hiding
 
     fig, ax = plt.subplots(figsize=(7, 3.5))
     w = np.arange(1, max_warps + 1)
