@@ -51,8 +51,11 @@ _tool:
 	  fi; \
 	fi
 
+# Root (a container, Binder, CI) must say --allow-root; nobody else needs it.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: install
-	$(VENV)/bin/jupyter lab --notebook-dir=labs $(LAB_ARGS)
+	$(VENV)/bin/jupyter lab --notebook-dir=labs $(ROOT_FLAG) $(LAB_ARGS)
 
 labs: $(STAMP)
 	$(PY) -m course_lib.labgen $(if $(FORCE),--force)

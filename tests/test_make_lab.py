@@ -42,5 +42,6 @@ def test_make_lab_serves_the_labs_folder():
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token={token}", timeout=10) as resp:
             assert resp.status == 200 and b"JupyterLab" in resp.read()
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
