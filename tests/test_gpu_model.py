@@ -99,3 +99,19 @@ def test_ring_and_tree_on_gloo_processes():
     res = collectives.check_allreduce({"ring": collectives.ring_allreduce, "tree": collectives.tree_allreduce}, world=3, numel=50)
     for r in range(3):
         assert res[r]["ring"]["ok"] and res[r]["tree"]["ok"], res
+
+
+def test_device_scripts_cpu_parts():
+    import importlib.util
+
+    root = pathlib.Path(__file__).parents[1] / "device"
+    spec = importlib.util.spec_from_file_location("record_nccl", root / "record_nccl.py")
+    nccl = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nccl)
+    full = nccl.sizes(dry_run=False)
+    assert full[0] == 1024 and full[-1] == 1 << 30
+    assert nccl.BUS_FACTOR["all_reduce"](2) == 1.0 and nccl.BUS_FACTOR["all_gather"](8) == 7 / 8
+    spec = importlib.util.spec_from_file_location("record_gpu", root / "record_gpu.py")
+    rec = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rec)
+    assert callable(rec.occupancy_effects)
