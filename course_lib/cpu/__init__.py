@@ -22,10 +22,10 @@ Stable API: :func:`compile_c` and :func:`simd_features`.
 from __future__ import annotations
 
 from course_lib.cpu.build import CompiledC, CompileError, LoopReport, Remark, classify, compile_c
-from course_lib.cpu.machine import Machine, SimdFeatures, machine, simd_features
+from course_lib.cpu.machine import Machine, SimdFeatures, simd_features, this_machine
 from course_lib.cpu.timing import Timing, median_time, ptr
 
 __all__ = [
     "CompileError", "CompiledC", "LoopReport", "Machine", "Remark", "SimdFeatures", "Timing",
-    "classify", "compile_c", "machine", "median_time", "ptr", "simd_features",
+    "classify", "compile_c", "median_time", "ptr", "simd_features", "this_machine",
 ]  # fmt: skip

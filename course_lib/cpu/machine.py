@@ -222,7 +222,7 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def machine() -> Machine:
+def this_machine() -> Machine:
     """Features, cores and caches of this machine."""
     return Machine(simd_features(), usable_cores(), read_caches())
 
