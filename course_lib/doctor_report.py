@@ -60,8 +60,8 @@ class DoctorReport:
 
     def _repr_html_(self) -> str:
         cells = "".join(
-            f"<tr><td>{'✅' if r.ok else '⚠️'}</td><td><code>{html.escape(r.item)}</code></td>"
-            f"<td>{html.escape(r.found)}</td><td>{html.escape(r.advice)}</td></tr>"
+            f"<tr><td>{'✅' if r.ok else '⚠️'}</td><td style='text-align:left'><code>{html.escape(r.item)}</code></td>"
+            f"<td style='text-align:left'>{html.escape(r.found)}</td><td style='text-align:left'>{html.escape(r.advice)}</td></tr>"
             for r in self.rows
         )
         return (
