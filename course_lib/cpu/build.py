@@ -126,7 +126,7 @@ def summarise_loops(remarks: Sequence[Remark], source: str) -> list[LoopReport]:
         elif r.kind == "missed" and current is not None and not current["reasons"]:
             current["reasons"].append(_clean_reason(r.message))
     out = []
-    looks_like_loop = [ln for ln in loops if _is_loop_line(lines, ln)]
+    looks_like_loop = sorted(ln for ln in loops if _is_loop_line(lines, ln))
     for line in looks_like_loop or sorted(loops):
         e = loops[line]
         text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
@@ -257,6 +257,7 @@ class CompiledC:
     remarks: list[Remark] = dataclasses.field(repr=False)
     report: list[LoopReport] = dataclasses.field(repr=False)
     asm: Assembly = dataclasses.field(repr=False)
+    remarks_text: str = dataclasses.field(repr=False, default="")
 
     def fn(self, name: str, argtypes: Sequence = (), restype=None):
         """The C function ``name`` with ctypes argument and result types set."""
@@ -324,7 +325,7 @@ def compile_c(source: str, flags: str | Sequence[str] = DEFAULT_FLAGS, *, libs: 
     remarks_text = (folder / "vec.txt").read_text()
     return CompiledC(source, flags, key, ctypes.CDLL(str(so)), parse_remarks(remarks_text),
                      summarise_loops(parse_remarks(remarks_text), source),
-                     Assembly(parse_objdump((folder / "asm.txt").read_text())))
+                     Assembly(parse_objdump((folder / "asm.txt").read_text())), remarks_text)
 
 
 def _build(folder: pathlib.Path, source: str, flags: Sequence[str], libs: Sequence[str]) -> None:
