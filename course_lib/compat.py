@@ -141,6 +141,31 @@ def inductor_output_code(fn, *args):
 # ---------------------------------------------------------------------------
 
 
+def dynamo_set_eval_frame(callback):
+    """Install ``callback`` as the PEP 523 frame-evaluation hook; returns the previous one.
+
+    ``torch._C._dynamo.eval_frame.set_eval_frame`` (used by torch/_dynamo/eval_frame.py). Pass
+    None to uninstall. The callback is called as ``callback(frame, cache_entry, frame_state)``
+    and must return :func:`dynamo_run_frame_normally`'s value.
+    """
+    return require("torch._C._dynamo.eval_frame", "set_eval_frame")(callback)
+
+
+def dynamo_run_frame_normally():
+    """What a hook callback returns to let CPython run the frame unchanged (and keep calling the
+    hook for this code object and for the frames it calls).
+
+    torch >= 2.6: ``ConvertFrameReturn(FrameExecStrategy(SKIP, DEFAULT), apply_to_code=False)``
+    from torch/_dynamo/types.py; older torch accepted None.
+    """
+    types = require("torch._dynamo.types")
+    if not hasattr(types, "ConvertFrameReturn"):
+        return None
+    strategy = types.FrameExecStrategy(types.FrameAction.SKIP, types.FrameAction.DEFAULT)
+    return types.ConvertFrameReturn(frame_exec_strategy=strategy, apply_to_code=False)
+
+
+
 # ---------------------------------------------------------------------------
 # aot / decomp / fake (Module 4, part 2)
 # ---------------------------------------------------------------------------

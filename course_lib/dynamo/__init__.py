@@ -1,0 +1,56 @@
+"""course_lib.dynamo: a small TorchDynamo you can read and step through (teaches
+torch/_dynamo/symbolic_convert.py, output_graph.py, variables/, guards.py, eval_frame.py).
+
+Position in the pipeline: Python function --> **dynamo** --> course_lib.fx Graphs (+ guards,
+graph breaks) --> a backend (course_lib.aot / inductor, or a plain runner).
+
+API::
+
+    explain(fn, *args, **kwargs) -> ExplainOutput
+        .graph_count .graph_break_count (= graph_count - 1, as torch defines it) .break_reasons
+        .graphs (course_lib.fx.Graph) .guards (Guard: source, kind, expected; str() readable)
+        .ops_per_graph .breaks (every break, BreakRecord) .captured (CapturedGraph) .out
+    optimize(backend="eager")(fn) -> OptimizedFunction   # backend(graph, example_inputs) -> callable
+        .cache (CacheEntry with .guards) .recompile_reasons .calls ("compile"/"hit") .frames_seen
+    capture(fn, args, kwargs=None, backend="eager") -> (result, OutputGraph)
+    InstructionTranslator, Unsupported, HANDLED, opcode_coverage()      symbolic_convert.py
+    OutputGraph, CapturedGraph, BreakRecord                             output_graph.py
+    Var kinds (TensorVar, ConstVar, ListVar, ModuleVar, ...), Source, Guard, wrap()   variables.py
+    bytecode views: instructions(fn), dis_table(fn), show_dis(fn), code_fields(fn),
+                    line_table(fn), frame_view(frame)                   bytecode.py
+    compare_with_torch(fn, *args) -> dict of our / torch's counts       (uses compat.dynamo_explain)
+
+How graph breaks work here: the translator ends the graph before the breaking instruction,
+runs the graph and then that instruction eagerly, and continues symbolically after it within
+the same interpreter (no resume-function bytecode is generated; see symbolic_convert's
+docstring). How PEP 523 is used: see eval_frame's docstring.
+"""
+
+from course_lib.dynamo.bytecode import code_fields, dis_table, frame_view, instructions, line_table, show_dis
+from course_lib.dynamo.eval_frame import (
+    BACKENDS, BreakReason, CacheEntry, ExplainOutput, OptimizedFunction, capture, explain, optimize, run_frame,
+)  # fmt: skip
+from course_lib.dynamo.output_graph import BreakRecord, CapturedGraph, OutputGraph
+from course_lib.dynamo.symbolic_convert import HANDLED, InstructionTranslator, Unsupported, opcode_coverage
+from course_lib.dynamo.variables import Guard, Source, wrap
+
+
+def compare_with_torch(fn, *args) -> dict:
+    """Our graph/break counts next to ``torch._dynamo.explain``'s for the same call."""
+    from course_lib import compat
+
+    ours = explain(fn, *args)
+    theirs = compat.dynamo_explain(fn, *args)
+    compat.dynamo_reset()
+    return {
+        "ours": (ours.graph_count, ours.graph_break_count, len(ours.break_reasons)),
+        "torch": (theirs.graph_count, theirs.graph_break_count, len(theirs.break_reasons)),
+    }
+
+
+__all__ = [
+    "BACKENDS", "HANDLED", "BreakReason", "BreakRecord", "CacheEntry", "CapturedGraph", "ExplainOutput", "Guard",
+    "InstructionTranslator", "OptimizedFunction", "OutputGraph", "Source", "Unsupported", "capture", "code_fields",
+    "compare_with_torch", "dis_table", "explain", "frame_view", "instructions", "line_table", "opcode_coverage",
+    "optimize", "run_frame", "show_dis", "wrap",
+]  # fmt: skip

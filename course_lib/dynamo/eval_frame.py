@@ -1,0 +1,276 @@
+"""Entry points: capture a frame, cache it by its guards, recompile when a guard fails, and the
+PEP 523 hook (teaches torch/_dynamo/eval_frame.py, convert_frame.py, and ExplainOutput in
+torch/_dynamo/backends/debugging.py).
+
+Position: ``optimize(backend)(fn)(*args)`` --> per call: check cached guards --> on a miss,
+translate the frame (symbolic_convert) --> graphs handed to ``backend`` --> result.
+
+PEP 523 lets a C extension replace CPython's frame evaluator; torch installs one and calls a
+Python callback for every new frame (``torch._C._dynamo.eval_frame.set_eval_frame``, wrapped in
+course_lib.compat). While an optimized function runs we install our callback and uninstall it
+in a ``finally`` (so also on error). The callback records each user frame CPython starts (those
+are the frames Dynamo would convert) and lets it run normally: handing a *transformed code
+object* back to CPython needs the C++ guard managers of real Dynamo, which we do not rebuild.
+Our translator handles ``fn`` and inlines or re-enters the functions it calls itself.
+
+Cache: one list of entries per code object, each with the guards its capture installed. A call
+whose inputs fail every entry's guards recompiles, and the failed guard is recorded
+(``recompile_reasons``), as ``TORCH_LOGS=recompiles`` prints for the real thing. A hit
+re-walks the bytecode with the entry's compiled graphs (no backend call); real Dynamo instead
+runs the bytecode it generated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from course_lib import compat
+from course_lib.dynamo.output_graph import BreakRecord, CapturedGraph, OutputGraph
+from course_lib.dynamo.symbolic_convert import InstructionTranslator
+from course_lib.dynamo.variables import CellVar, Guard, Source, wrap
+
+# ----------------------------------------------------------------------------- backends
+
+
+def eager_backend(graph, example_inputs):
+    """Run the captured graph with course_lib.fx's Interpreter."""
+    return graph
+
+
+def python_backend(graph, example_inputs):
+    """Generate Python from the graph and exec it (course_lib.fx.compile_graph)."""
+    from course_lib import fx
+
+    return fx.compile_graph(graph)
+
+
+def torch_fx_backend(graph, example_inputs):
+    """Convert to a real ``torch.fx.GraphModule`` and run that."""
+    from course_lib import fx
+
+    return fx.to_torch_fx(graph)
+
+
+BACKENDS = {"eager": eager_backend, "python": python_backend, "torch_fx": torch_fx_backend}
+
+
+def lookup_backend(backend: str | Callable) -> Callable:
+    if callable(backend):
+        return backend
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {sorted(BACKENDS)} or pass a callable")
+    return BACKENDS[backend]
+
+
+# ----------------------------------------------------------------------------- frames
+
+
+def split_callable(fn: Any, args: list) -> tuple[types.FunctionType, list]:
+    """A function object and its positional arguments (``self`` first for methods and modules)."""
+    if isinstance(fn, torch.nn.Module):
+        return type(fn).forward, [fn] + list(args)
+    if isinstance(fn, types.MethodType):
+        return fn.__func__, [fn.__self__] + list(args)
+    if not isinstance(fn, types.FunctionType):
+        raise TypeError(f"course_lib.dynamo can capture Python functions and nn.Modules, not {type(fn).__name__}")
+    return fn, list(args)
+
+
+def frame_locals(fn: Any, args: list, kwargs: dict) -> tuple[types.FunctionType, dict[str, Any]]:
+    """The frame's ``f_locals`` at entry: bound arguments, plus the closure's free variables."""
+    func, args = split_callable(fn, args)
+    bound = inspect.signature(func).bind(*args, **kwargs)
+    bound.apply_defaults()
+    f_locals = dict(bound.arguments)
+    for name, cell in zip(func.__code__.co_freevars, func.__closure__ or ()):
+        f_locals[name] = cell.cell_contents
+    return func, f_locals
+
+
+def run_frame(fn: Any, args: list, kwargs: dict, output: OutputGraph) -> Any:
+    """Translate one frame into ``output`` and return its (concrete) result."""
+    func, f_locals = frame_locals(fn, args, kwargs)
+    code = func.__code__
+    output.frames.append(code.co_name)
+    sig = inspect.signature(func)
+    local_vars = {}
+    for name in sig.parameters:
+        value = f_locals[name]
+        param = sig.parameters[name]
+        source = Source("L", name)
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            value = tuple(value)
+        local_vars[name] = wrap(value, source)
+    cells = {name: CellVar(wrap(f_locals[name], Source("L", name))) for name in code.co_freevars}
+    translator = InstructionTranslator(code, local_vars, func.__globals__, output, cells)
+    result = translator.run()
+    output.traces = getattr(output, "traces", []) + [translator.trace]
+    return result.as_python()
+
+
+# ----------------------------------------------------------------------------- results
+
+
+@dataclasses.dataclass
+class BreakReason:
+    """Why a graph ended early (``GraphCompileReason`` in torch: ``reason``, ``user_stack``)."""
+
+    reason: str
+    frame: str
+    line: int | None
+
+    def __str__(self) -> str:
+        return f"{self.reason} (in {self.frame}, line +{self.line})"
+
+
+@dataclasses.dataclass
+class ExplainOutput:
+    """The shape of ``torch._dynamo.explain(fn)(*args)``'s result.
+
+    ``graph_break_count`` is defined as torch defines it: ``graph_count - 1`` (so -1 when nothing
+    was captured). ``break_reasons`` lists the graphs that ended in a break, as torch does;
+    ``breaks`` lists every break, including those with no graph before them.
+    """
+
+    graphs: list
+    graph_count: int
+    graph_break_count: int
+    break_reasons: list[BreakReason]
+    guards: list[Guard]
+    ops_per_graph: list[int]
+    breaks: list[BreakRecord]
+    captured: list[CapturedGraph]
+    out: Any = None
+
+    @property
+    def op_count(self) -> int:
+        return sum(self.ops_per_graph)
+
+    @property
+    def out_guards(self) -> list[Guard]:
+        return self.guards
+
+    def __str__(self) -> str:
+        lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}", f"Op Count: {self.op_count}"]
+        lines.append("Break Reasons:")
+        for i, r in enumerate(self.break_reasons, 1):
+            lines.append(f"  Break Reason {i}: {r}")
+        lines.append("Ops per Graph:")
+        for i, g in enumerate(self.captured, 1):
+            ops = [n.name for n in g.graph.nodes if n.op.startswith("call_")]
+            lines.append(f"  Graph {i} ({g.frame}): {', '.join(ops)}")
+        lines.append("Guards:")
+        lines.extend(f"  {g}" for g in self.guards)
+        return "\n".join(lines)
+
+
+def capture(fn: Any, args: tuple, kwargs: dict | None = None, backend: str | Callable = "eager",
+            compiled_cache: dict | None = None) -> tuple[Any, OutputGraph]:  # fmt: skip
+    """Translate ``fn(*args)`` once: (result, OutputGraph with graphs, guards, breaks)."""
+    output = OutputGraph(lookup_backend(backend), compiled_cache)
+    prior = compat.dynamo_set_eval_frame(_frame_logger(output))
+    try:
+        result = run_frame(fn, list(args), dict(kwargs or {}), output)
+    finally:  # always uninstall the hook, also when the translated code raises
+        compat.dynamo_set_eval_frame(prior)
+    return result, output
+
+
+def explain(fn: Any, *args, **kwargs) -> ExplainOutput:
+    """Graphs, graph breaks and guards for ``fn(*args)`` (like ``torch._dynamo.explain(fn)(*args)``)."""
+    result, output = capture(fn, args, kwargs)
+    graphs = [g.graph for g in output.graphs]
+    reasons = [BreakReason(g.reason, g.frame, g.line) for g in output.graphs if g.graph_break]
+    return ExplainOutput(
+        graphs=graphs, graph_count=len(graphs), graph_break_count=len(graphs) - 1, break_reasons=reasons,
+        guards=list(output.guards.values()), ops_per_graph=[g.op_count for g in output.graphs],
+        breaks=list(output.breaks), captured=list(output.graphs), out=result,
+    )  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- PEP 523 hook
+
+_SKIP_FILES = ("torch", "course_lib", "python3.", "site-packages", "<frozen")
+
+
+def _frame_logger(output: OutputGraph):
+    """The PEP 523 callback: note user frames CPython starts, let them run normally."""
+    run_normally = compat.dynamo_run_frame_normally()
+    seen = output.__dict__.setdefault("frames_seen", [])
+
+    def callback(frame, cache_entry, frame_state):
+        filename = frame.f_code.co_filename
+        if not any(part in filename for part in _SKIP_FILES):
+            seen.append(frame.f_code.co_name)
+        return run_normally
+
+    return callback
+
+
+@dataclasses.dataclass
+class CacheEntry:
+    guards: list[Guard]
+    compiled_cache: dict
+    graphs: list[CapturedGraph]
+
+    def first_failure(self, f_locals: dict[str, Any]) -> str | None:
+        for guard in self.guards:
+            failure = guard.check(f_locals)
+            if failure is not None:
+                return failure
+        return None
+
+
+class OptimizedFunction:
+    """``optimize(backend)(fn)``: a callable with a guard-keyed cache of captures."""
+
+    def __init__(self, fn: Any, backend: str | Callable = "eager"):
+        self.fn = fn
+        self.backend = lookup_backend(backend)
+        self.cache: list[CacheEntry] = []
+        self.recompile_reasons: list[str] = []
+        self.calls: list[str] = []  # "compile" | "hit" per call
+        self.frames_seen: list[str] = []
+
+    def __call__(self, *args, **kwargs):
+        _, f_locals = frame_locals(self.fn, list(args), kwargs)
+        failures = []
+        for entry in self.cache:
+            failure = entry.first_failure(f_locals)
+            if failure is None:
+                result, output = capture(self.fn, args, kwargs, self.backend, entry.compiled_cache)
+                self.calls.append("hit")
+                self.frames_seen.extend(output.__dict__.get("frames_seen", []))
+                return result
+            failures.append(failure)
+        if failures:
+            self.recompile_reasons.append(failures[-1])
+        compiled_cache: dict = {}
+        result, output = capture(self.fn, args, kwargs, self.backend, compiled_cache)
+        self.cache.append(CacheEntry(list(output.guards.values()), compiled_cache, list(output.graphs)))
+        self.calls.append("compile")
+        self.frames_seen.extend(output.__dict__.get("frames_seen", []))
+        return result
+
+    def __repr__(self) -> str:
+        name = getattr(self.fn, "__name__", type(self.fn).__name__)
+        return f"<optimized {name}: {len(self.cache)} cache entries>"
+
+
+def optimize(backend: str | Callable = "eager") -> Callable[[Any], OptimizedFunction]:
+    """``optimize(backend)(fn)`` like ``torch._dynamo.optimize`` / ``torch.compile(backend=...)``.
+
+    ``backend(graph, example_inputs) -> callable`` gets a course_lib.fx Graph; the names
+    "eager", "python" and "torch_fx" pick the backends defined here.
+    """
+
+    def decorate(fn):
+        return OptimizedFunction(fn, backend)
+
+    return decorate

@@ -1,0 +1,176 @@
+"""The graph being captured, and what happens when it ends (teaches torch/_dynamo/output_graph.py).
+
+Position: tensor operations seen by the translator --> a course_lib.fx Graph per captured region
+--> the backend's compiled callable.
+
+``OutputGraph`` owns the current FX graph. Tensors that the graph did not compute (the frame's
+inputs, tensors computed before a graph break) become placeholders the first time the graph
+uses them. When the region ends, at a ``return`` or at a graph break, :meth:`compile_and_run`
+adds an output node listing the live tensors the graph computed, hands the graph to the
+backend, runs the compiled code on the graph's inputs, and writes its results back into those
+tensors' Vars, so everything after the region sees the values the compiled code produced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from course_lib import fx
+from course_lib.dynamo.variables import Guard, ListVar, TensorVar, Var, guard_for
+
+
+@dataclasses.dataclass
+class CapturedGraph:
+    """One graph the capture produced, and why it ended."""
+
+    graph: fx.Graph
+    frame: str
+    reason: str  # "return" or the graph-break reason
+    graph_break: bool
+    line: int | None
+    compiled: Any = None
+
+    @property
+    def op_count(self) -> int:
+        return sum(n.op.startswith("call_") for n in self.graph.nodes)
+
+
+@dataclasses.dataclass
+class BreakRecord:
+    """A graph break: where it happened and why (``BreakReason`` shown by explain)."""
+
+    reason: str
+    frame: str
+    line: int | None
+    instruction: str
+
+    def __str__(self) -> str:
+        return f"{self.frame}, line {self.line}, {self.instruction}: {self.reason}"
+
+
+class OutputGraph:
+    """State shared by every frame of one capture: graphs, guards, breaks."""
+
+    def __init__(self, backend: Callable, compiled_cache: dict[str, Any] | None = None):
+        self.backend = backend
+        self.compiled_cache = compiled_cache if compiled_cache is not None else {}
+        self.graphs: list[CapturedGraph] = []
+        self.guards: dict[tuple, Guard] = {}
+        self.breaks: list[BreakRecord] = []
+        self.frames: list[str] = []
+        self.graph_id = 0
+        self._new_graph()
+
+    # -- the current graph ----------------------------------------------------------------
+    def _new_graph(self) -> None:
+        self.graph_id += 1
+        self.graph = fx.Graph(owning_module=torch.nn.Module())
+        self.inputs: list[tuple[fx.Node, TensorVar]] = []
+        self.placeholder_of: dict[int, fx.Node] = {}
+        self.attr_names: dict[int, str] = {}
+
+    def node_of(self, var: TensorVar) -> fx.Node:
+        """The node for a tensor in the current graph (a new placeholder if it came from outside)."""
+        if var.graph_id == self.graph_id and var.node is not None:
+            return var.node
+        if id(var) not in self.placeholder_of:
+            name = var.source.name if var.source is not None else "tensor"
+            first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+            with self.graph.inserting_before(first):
+                node = self.graph.placeholder(_clean(name))
+            node.meta["example"] = var.value
+            self.placeholder_of[id(var)] = node
+            self.inputs.append((node, var))
+        return self.placeholder_of[id(var)]
+
+    def register_module(self, module: torch.nn.Module, source_name: str) -> str:
+        """Make ``module`` reachable from the graph's root, under a name derived from its source."""
+        if id(module) not in self.attr_names:
+            name = _clean(source_name)
+            self.graph.owning_module.add_module(name, module)
+            self.attr_names[id(module)] = name
+        return self.attr_names[id(module)]
+
+    def register_tensor(self, tensor: torch.Tensor, source_name: str) -> str:
+        if id(tensor) not in self.attr_names:
+            name = _clean(source_name)
+            setattr(self.graph.owning_module, name, tensor) if not isinstance(tensor, torch.nn.Parameter) else (
+                self.graph.owning_module.register_parameter(name, tensor)
+            )
+            self.attr_names[id(tensor)] = name
+        return self.attr_names[id(tensor)]
+
+    def snapshot(self) -> set:
+        return set(self.graph._nodes)
+
+    def restore(self, snapshot: set) -> None:
+        """Undo the nodes added since ``snapshot`` (an instruction that turned out to break)."""
+        for node in reversed(self.graph.nodes):
+            if node not in snapshot:
+                for user in list(node.users):
+                    user.args, user.kwargs = (), {}
+                self.graph.erase_node(node)
+        self.placeholder_of = {k: n for k, n in self.placeholder_of.items() if n in snapshot}
+        self.inputs = [(n, v) for n, v in self.inputs if n in snapshot]
+
+    # -- guards -------------------------------------------------------------------------------
+    def use(self, var: Var) -> Var:
+        """Record the guard for a sourced value the first time it is used."""
+        if var.source is not None and not var.guarded:
+            var.guarded = True
+            guard = guard_for(var)
+            if guard is not None:
+                self.guards.setdefault((guard.source.name, guard.kind), guard)
+        return var
+
+    # -- ending a region ----------------------------------------------------------------------
+    def compile_and_run(self, live: list[Var], reason: str, graph_break: bool, frame: str, line: int | None) -> None:
+        """Finish the current graph with the live tensors it computed as outputs, compile, run."""
+        outputs = [v for v in _tensors_in(live) if v.graph_id == self.graph_id and v.node is not None]
+        if any(n.op.startswith("call_") for n in self.graph.nodes):
+            self.graph.output(tuple(v.node for v in outputs))
+            self.graph.eliminate_dead_code()
+            key = str(self.graph)
+            if key not in self.compiled_cache:
+                example = [v.value for _, v in self.inputs]
+                self.compiled_cache[key] = self.backend(self.graph, example)
+            compiled = self.compiled_cache[key]
+            results = compiled(*[v.value for _, v in self.inputs])
+            for var, value in zip(outputs, results, strict=True):
+                var.value = value
+            self.graphs.append(CapturedGraph(self.graph, frame, reason, graph_break, line, compiled))
+        for var in outputs:  # the values now live outside any graph
+            var.node, var.graph_id = None, -1
+        self._new_graph()
+
+
+def _tensors_in(values: list[Var]) -> list[TensorVar]:
+    seen: dict[int, TensorVar] = {}
+
+    def visit(v):
+        if isinstance(v, TensorVar):
+            seen.setdefault(id(v), v)
+        elif isinstance(v, ListVar):
+            for x in v.items:
+                visit(x)
+        elif hasattr(v, "items") and isinstance(v.items, dict):
+            for x in v.items.values():
+                visit(x)
+        elif hasattr(v, "contents") and v.contents is not None:
+            visit(v.contents)
+
+    for v in values:
+        visit(v)
+    return list(seen.values())
+
+
+def _clean(name: str) -> str:
+    """``L['self'].lin`` -> ``L_self_lin`` (Dynamo names graph inputs the same way)."""
+    out = "".join(c if c.isalnum() else "_" for c in name)
+    while "__" in out:
+        out = out.replace("__", "_")
+    return out.strip("_") or "tensor"

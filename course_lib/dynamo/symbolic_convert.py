@@ -1,0 +1,847 @@
+"""A symbolic bytecode interpreter (teaches torch/_dynamo/symbolic_convert.py: InstructionTranslator,
+InliningInstructionTranslator; and torch/_dynamo/variables/ for the call rules).
+
+Position: a frame (code object + argument values) --> FX graphs (course_lib.fx) + guards + graph
+breaks, held by :class:`~course_lib.dynamo.output_graph.OutputGraph`.
+
+The translator walks the frame's instructions with a stack of ``Var``\\ s instead of values.
+There is one method per opcode, named exactly as ``dis`` names it (``LOAD_FAST``,
+``BINARY_OP``, ``CALL``...), for the opcodes of Python 3.11 and 3.12 that ordinary tensor code
+uses (:data:`HANDLED` lists them). Tensor operations become graph nodes; Python values are
+*specialised*: a loop over a Python list is unrolled, ``x.shape[0]`` becomes the number it is
+today, ``if flag:`` follows the branch the constant takes. Each input that was used gets a guard.
+
+Calls to user functions are inlined by a child translator that shares the graph. When an
+instruction cannot be captured (``print``, ``Tensor.item()``, ``if`` on a tensor, an unknown
+callable), the handler raises :class:`Unsupported` and the top-level translator:
+
+1. undoes what the instruction started (stack, locals and graph nodes are snapshotted per
+   instruction; a break inside an inlined call therefore breaks at the outer ``CALL``, as
+   Dynamo does when it restarts analysis),
+2. ends the graph: compiles and runs it (see OutputGraph.compile_and_run),
+3. runs that one instruction eagerly: a user function called there is translated as a new
+   frame, the way Dynamo's PEP 523 hook catches the callee's frame,
+4. continues symbolically after it, with a new graph.
+
+Simplification against Dynamo: Dynamo does not continue; it generates bytecode that calls the
+compiled graph, runs the breaking instruction, and calls a *resume function* (a new code
+object starting after the break) which is captured as a new frame. We split execution inside
+our interpreter instead, which produces the same graphs and breaks for straight-line code. A
+break inside a ``for`` loop body or a ``with`` block is not supported (Dynamo handles some).
+Tensor mutation (``x.add_(1)``, ``x[0] = 1``) is reported as a break; Dynamo captures it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dis
+import inspect
+import operator
+import types
+from typing import Any
+
+import torch
+
+from course_lib.dynamo.bytecode import Instr, instructions
+from course_lib.dynamo.output_graph import OutputGraph
+from course_lib.dynamo.variables import (
+    BuiltinVar, CellVar, ConstVar, DictVar, FunctionVar, IteratorVar, ListVar, MethodVar, ModuleVar,
+    NestedFunctionVar, NullVar, PyObjVar, Source, TensorVar, TorchFnVar, Var, is_torch_callable, is_user_function, wrap,
+)  # fmt: skip
+
+
+class Unsupported(Exception):
+    """Raised by a handler for something the translator cannot capture: causes a graph break."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+# ----------------------------------------------------------------------------- rule tables
+
+BINARY_OPS = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
+    "%": operator.mod, "**": operator.pow, "@": operator.matmul, "&": operator.and_, "|": operator.or_,
+    "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
+}  # fmt: skip
+# In-place forms are captured as their out-of-place op (``x += y`` rebinds x); see the module docstring.
+BINARY_OPS.update({k + "=": v for k, v in list(BINARY_OPS.items())})
+COMPARE_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
+UNARY_OPS = {"UNARY_NEGATIVE": operator.neg, "UNARY_INVERT": operator.invert, "UNARY_POSITIVE": operator.pos}
+
+# Tensor methods and attributes whose answer is a Python value: specialised, not captured.
+TENSOR_STATIC_METHODS = {"size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous", "element_size", "is_floating_point", "get_device"}
+TENSOR_STATIC_ATTRS = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "layout", "is_leaf"}
+# Tensor methods that need the data itself: a graph break (Dynamo: capture_scalar_outputs=False).
+TENSOR_DATA_METHODS = {
+    "item": "Unsupported Tensor.item() call with capture_scalar_outputs=False",
+    "tolist": "Tensor.tolist() needs the data",
+    "numpy": "Tensor.numpy() leaves torch",
+    "__bool__": "bool(tensor) needs the data",
+}
+FOLDABLE_BUILTINS = {
+    abs, min, max, sum, int, float, bool, str, round, divmod, pow, len, repr, hash, any, all, chr, ord, sorted, reversed,
+}  # fmt: skip
+
+MAX_INLINE_DEPTH = 12
+
+
+class InstructionTranslator:
+    """Symbolically executes one frame. ``parent`` is set for an inlined call (InliningInstructionTranslator)."""
+
+    def __init__(
+        self, code: types.CodeType, f_locals: dict[str, Var], f_globals: dict[str, Any], output: OutputGraph,
+        cells: dict[str, CellVar] | None = None, parent: InstructionTranslator | None = None,
+    ):  # fmt: skip
+        self.code = code
+        self.instructions: list[Instr] = instructions(code)
+        self.index_of = {ins.offset: ins.index for ins in self.instructions}
+        self.locals: dict[str, Var] = dict(f_locals)
+        self.globals = f_globals
+        self.cells: dict[str, CellVar] = dict(cells or {})
+        self.output = output
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.stack: list[Var] = []
+        self.ip = 0
+        self.kw_names: tuple = ()
+        self.eager = False
+        self.return_value: Var | None = None
+        self.current: Instr | None = None
+        self.trace: list[str] = []  # the instructions run, for step-through views
+
+    # -- the main loop ------------------------------------------------------------------
+    def run(self) -> Var:
+        while self.return_value is None:
+            if self.ip >= len(self.instructions):
+                raise RuntimeError(f"ran off the end of {self.code.co_name}")
+            self.step()
+        return self.return_value
+
+    def step(self) -> None:
+        inst = self.instructions[self.ip]
+        self.current = inst
+        self.ip += 1
+        self.trace.append(f"{self.code.co_name}:{inst.offset} {inst.opname} {inst.argrepr}".rstrip())
+        handler = getattr(self, inst.opname, None)
+        if self.parent is not None:  # an inlined frame: a break is handled by the outermost frame
+            if handler is None:
+                raise Unsupported(f"opcode {inst.opname} is not handled")
+            handler(inst)
+            return
+        saved = (list(self.stack), dict(self.locals), self.kw_names, self.output.snapshot())
+        try:
+            if handler is None:
+                raise Unsupported(f"opcode {inst.opname} is not handled")
+            handler(inst)
+        except Unsupported as exc:
+            self.stack, self.locals, self.kw_names, nodes = saved
+            self.output.restore(nodes)
+            self.break_graph(inst, handler, exc.reason)
+
+    def break_graph(self, inst: Instr, handler, reason: str) -> None:
+        """End the graph before ``inst``, run ``inst`` eagerly, continue with a fresh graph."""
+        from course_lib.dynamo.output_graph import BreakRecord
+
+        where = self.code.co_name
+        line = _rel_line(self.code, inst.line)
+        self.output.breaks.append(BreakRecord(reason, where, line, f"{inst.opname} {inst.argrepr}".strip()))
+        self.output.compile_and_run(self.live_values(), reason, True, where, line)
+        if handler is None:
+            raise NotImplementedError(f"course_lib.dynamo cannot run {inst.opname} eagerly either")
+        self.eager = True
+        try:
+            handler(inst)
+        finally:
+            self.eager = False
+
+    def live_values(self) -> list[Var]:
+        return self.stack + list(self.locals.values()) + list(self.cells.values())
+
+    # -- small helpers ------------------------------------------------------------------------
+    def push(self, var: Var) -> None:
+        self.stack.append(var)
+
+    def pop(self) -> Var:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list[Var]:
+        if n == 0:
+            return []
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        return items
+
+    def jump(self, inst: Instr) -> None:
+        self.ip = self.index_of[inst.argval]
+
+    def use(self, var: Var) -> Var:
+        return self.output.use(var)
+
+    # ====================================================================== opcode handlers
+    # --- no-ops --------------------------------------------------------------------------
+    def RESUME(self, inst):
+        pass
+
+    NOP = CACHE = EXTENDED_ARG = PRECALL = COPY_FREE_VARS = RESUME
+
+    def MAKE_CELL(self, inst):
+        name = inst.argval
+        if name not in self.cells:
+            self.cells[name] = CellVar(self.locals.pop(name, None))
+
+    # --- loads and stores ------------------------------------------------------------------
+    def LOAD_FAST(self, inst):
+        name = inst.argval
+        if name in self.cells and name not in self.locals:
+            return self.LOAD_DEREF(inst)
+        if name not in self.locals:
+            raise UnboundLocalError(f"local variable {name!r} referenced before assignment")
+        self.push(self.use(self.locals[name]))
+
+    LOAD_FAST_CHECK = LOAD_FAST
+
+    def LOAD_FAST_AND_CLEAR(self, inst):  # 3.12: inlined comprehensions save the outer variable
+        self.push(self.locals.pop(inst.argval, NullVar()))
+
+    def LOAD_FAST_LOAD_FAST(self, inst):  # 3.13
+        for name in inst.argval:
+            self.push(self.use(self.locals[name]))
+
+    def STORE_FAST(self, inst):
+        value = self.pop()
+        if isinstance(value, NullVar):
+            self.locals.pop(inst.argval, None)
+        else:
+            self.locals[inst.argval] = value
+
+    def DELETE_FAST(self, inst):
+        self.locals.pop(inst.argval, None)
+
+    def LOAD_CONST(self, inst):
+        value = inst.argval
+        self.push(PyObjVar(value) if isinstance(value, types.CodeType) else ConstVar(value))
+
+    def RETURN_CONST(self, inst):  # 3.12
+        self.return_value = ConstVar(inst.argval)
+        self.on_return()
+
+    def LOAD_GLOBAL(self, inst):
+        if inst.arg is not None and inst.arg & 1:
+            self.push(NullVar())
+        name = inst.argval
+        if name in self.globals:
+            var = wrap(self.globals[name], Source("G", name, globals=self.globals))
+            self.push(self.use(var))
+        elif hasattr(builtins, name):
+            self.push(wrap(getattr(builtins, name)))
+        else:
+            raise NameError(f"name {name!r} is not defined")
+
+    def LOAD_DEREF(self, inst):
+        cell = self.cells[inst.argval]
+        if cell.contents is None:
+            raise NameError(f"free variable {inst.argval!r} referenced before assignment")
+        self.push(self.use(cell.contents))
+
+    def STORE_DEREF(self, inst):
+        self.cells.setdefault(inst.argval, CellVar()).contents = self.pop()
+
+    def LOAD_CLOSURE(self, inst):
+        self.push(self.cells.setdefault(inst.argval, CellVar()))
+
+    def LOAD_ATTR(self, inst):
+        obj = self.pop()
+        if inst.arg is not None and inst.arg & 1 and _PY312:  # 3.12 method form: NULL, then the method
+            self.push(NullVar())
+        self.push(self.load_attr(obj, inst.argval))
+
+    def LOAD_METHOD(self, inst):  # 3.11
+        obj = self.pop()
+        self.push(NullVar())
+        self.push(self.load_attr(obj, inst.argval))
+
+    def STORE_ATTR(self, inst):
+        raise Unsupported(f"STORE_ATTR {inst.argval}: attribute mutation is not modelled")
+
+    def PUSH_NULL(self, inst):
+        self.push(NullVar())
+
+    # --- stack shuffling -------------------------------------------------------------------
+    def POP_TOP(self, inst):
+        self.pop()
+
+    def COPY(self, inst):
+        self.push(self.stack[-inst.arg])
+
+    def SWAP(self, inst):
+        self.stack[-1], self.stack[-inst.arg] = self.stack[-inst.arg], self.stack[-1]
+
+    # --- operators -------------------------------------------------------------------------
+    def BINARY_OP(self, inst):
+        b, a = self.pop(), self.pop()
+        symbol = inst.argrepr
+        if symbol not in BINARY_OPS:
+            raise Unsupported(f"binary operator {symbol}")
+        self.push(self.binary(BINARY_OPS[symbol], a, b))
+
+    def COMPARE_OP(self, inst):
+        b, a = self.pop(), self.pop()
+        symbol = inst.argrepr.replace("bool(", "").rstrip(")")
+        self.push(self.binary(COMPARE_OPS[symbol], a, b))
+
+    def IS_OP(self, inst):
+        b, a = self.pop(), self.pop()
+        same = _identity(a) is _identity(b)
+        self.push(ConstVar(same != bool(inst.arg)))
+
+    def CONTAINS_OP(self, inst):
+        container, item = self.pop(), self.pop()
+        if isinstance(item, TensorVar) or isinstance(container, TensorVar):
+            raise Unsupported("`in` on a tensor needs the data")
+        found = item.as_python() in container.as_python()
+        self.push(ConstVar(found != bool(inst.arg)))
+
+    def _unary(self, inst):
+        self.push(self.call_operator(UNARY_OPS[inst.opname], [self.pop()]))
+
+    UNARY_NEGATIVE = UNARY_INVERT = UNARY_POSITIVE = _unary
+
+    def UNARY_NOT(self, inst):
+        self.push(ConstVar(not self.truth(self.pop())))
+
+    def CALL_INTRINSIC_1(self, inst):  # 3.12
+        value = self.pop()
+        if inst.argrepr == "INTRINSIC_UNARY_POSITIVE":
+            self.push(self.call_operator(operator.pos, [value]))
+        elif inst.argrepr == "INTRINSIC_LIST_TO_TUPLE":
+            self.push(ListVar(list(value.items), "tuple"))
+        else:
+            raise Unsupported(f"CALL_INTRINSIC_1 {inst.argrepr}")
+
+    def BINARY_SUBSCR(self, inst):
+        index, obj = self.pop(), self.pop()
+        self.push(self.getitem(obj, index))
+
+    def BINARY_SLICE(self, inst):  # 3.12
+        end, start, obj = self.pop(), self.pop(), self.pop()
+        self.push(self.getitem(obj, ConstVar(slice(start.as_python(), end.as_python()))))
+
+    def STORE_SUBSCR(self, inst):
+        key, obj, value = self.pop(), self.pop(), self.pop()
+        if isinstance(obj, (ListVar, DictVar)) and obj.source is None:
+            k = key.as_python()
+            obj.items[k] = value
+            return
+        raise Unsupported("item assignment into a tensor or an input container (mutation is not modelled)")
+
+    def BUILD_SLICE(self, inst):
+        parts = [v.as_python() for v in self.popn(inst.arg)]
+        self.push(ConstVar(slice(*parts)))
+
+    # --- containers ------------------------------------------------------------------------
+    def BUILD_TUPLE(self, inst):
+        self.push(ListVar(self.popn(inst.arg), "tuple"))
+
+    def BUILD_LIST(self, inst):
+        self.push(ListVar(self.popn(inst.arg), "list"))
+
+    def BUILD_MAP(self, inst):
+        flat = self.popn(2 * inst.arg)
+        self.push(DictVar({flat[i].as_python(): flat[i + 1] for i in range(0, len(flat), 2)}))
+
+    def BUILD_CONST_KEY_MAP(self, inst):
+        keys = self.pop().as_python()
+        values = self.popn(inst.arg)
+        self.push(DictVar(dict(zip(keys, values))))
+
+    def LIST_APPEND(self, inst):
+        value = self.pop()
+        self.stack[-inst.arg].items.append(value)
+
+    def LIST_EXTEND(self, inst):
+        value = self.pop()
+        self.stack[-inst.arg].items.extend(self.unpack(value))
+
+    def LIST_TO_TUPLE(self, inst):
+        self.push(ListVar(list(self.pop().items), "tuple"))
+
+    def UNPACK_SEQUENCE(self, inst):
+        items = self.unpack(self.pop())
+        if len(items) != inst.arg:
+            raise ValueError(f"expected {inst.arg} values to unpack, got {len(items)}")
+        for item in reversed(items):
+            self.push(item)
+
+    def FORMAT_VALUE(self, inst):
+        spec = self.pop().as_python() if (inst.arg or 0) & 0x04 else ""
+        value = self.pop()
+        if isinstance(value, TensorVar):
+            raise Unsupported("formatting a tensor as text needs its data")
+        conv = {1: str, 2: repr, 3: ascii}.get((inst.arg or 0) & 0x03, lambda v: v)
+        self.push(ConstVar(format(conv(value.as_python()), spec)))
+
+    def BUILD_STRING(self, inst):
+        self.push(ConstVar("".join(v.as_python() for v in self.popn(inst.arg))))
+
+    # --- control flow ------------------------------------------------------------------------
+    def JUMP_FORWARD(self, inst):
+        self.jump(inst)
+
+    JUMP_BACKWARD = JUMP_BACKWARD_NO_INTERRUPT = JUMP_ABSOLUTE = JUMP = JUMP_FORWARD
+
+    def _pop_jump(self, inst):
+        value = self.pop()
+        name = inst.opname
+        if name.endswith("IF_NONE") or name.endswith("IF_NOT_NONE"):
+            is_none = isinstance(value, ConstVar) and value.value is None
+            take = is_none if name.endswith("IF_NONE") else not is_none
+        else:
+            truth = self.truth(value, inst)
+            take = truth if name.endswith("IF_TRUE") else not truth
+        if take:
+            self.jump(inst)
+
+    POP_JUMP_IF_FALSE = POP_JUMP_IF_TRUE = POP_JUMP_IF_NONE = POP_JUMP_IF_NOT_NONE = _pop_jump
+    POP_JUMP_FORWARD_IF_FALSE = POP_JUMP_FORWARD_IF_TRUE = POP_JUMP_BACKWARD_IF_FALSE = _pop_jump
+    POP_JUMP_BACKWARD_IF_TRUE = POP_JUMP_FORWARD_IF_NONE = POP_JUMP_FORWARD_IF_NOT_NONE = _pop_jump
+    POP_JUMP_BACKWARD_IF_NONE = POP_JUMP_BACKWARD_IF_NOT_NONE = _pop_jump
+
+    def _jump_or_pop(self, inst):  # 3.11 `a and b` / `a or b`
+        value = self.stack[-1]
+        truth = self.truth(value, inst)
+        if truth == inst.opname.startswith("JUMP_IF_TRUE"):
+            self.jump(inst)
+        else:
+            self.pop()
+
+    JUMP_IF_TRUE_OR_POP = JUMP_IF_FALSE_OR_POP = _jump_or_pop
+
+    def GET_ITER(self, inst):
+        obj = self.pop()
+        self.push(IteratorVar(self.unpack(obj)))
+
+    def FOR_ITER(self, inst):
+        it = self.stack[-1]
+        if not isinstance(it, IteratorVar):
+            raise Unsupported(f"iteration over {it.describe()}")
+        if it.pos < len(it.items):
+            it.pos += 1
+            self.push(self.use(it.items[it.pos - 1]))
+            return
+        self.pop()  # exhausted: 3.11 pops the iterator and jumps; 3.12 also skips END_FOR
+        self.jump(inst)
+        if self.ip < len(self.instructions) and self.instructions[self.ip].opname == "END_FOR":
+            self.ip += 1
+
+    def END_FOR(self, inst):  # 3.12
+        self.popn(2)
+
+    def RETURN_VALUE(self, inst):
+        self.return_value = self.pop()
+        self.on_return()
+
+    def on_return(self) -> None:
+        if self.parent is None:
+            line = _rel_line(self.code, self.current.line if self.current else None)
+            self.output.compile_and_run([self.return_value], "return", False, self.code.co_name, line)
+
+    def RAISE_VARARGS(self, inst):
+        raise Unsupported("raise: exceptions are not modelled")
+
+    def BEFORE_WITH(self, inst):
+        raise Unsupported("with blocks are not modelled")
+
+    # --- functions -----------------------------------------------------------------------------
+    def KW_NAMES(self, inst):
+        self.kw_names = inst.argval if isinstance(inst.argval, tuple) else self.code.co_consts[inst.arg]
+
+    def CALL(self, inst):
+        args = self.popn(inst.arg)
+        below, fn = self.pop(), self.pop()
+        if isinstance(fn, NullVar):
+            fn = below
+        else:
+            args = [below] + args
+        kw_names, self.kw_names = self.kw_names, ()
+        kwargs = {}
+        if kw_names:
+            kwargs = dict(zip(kw_names, args[-len(kw_names) :]))
+            args = args[: -len(kw_names)]
+        self.push(self.call_function(fn, args, kwargs))
+
+    def CALL_FUNCTION_EX(self, inst):
+        kwargs = self.pop().items if inst.arg & 1 else {}
+        args = self.unpack(self.pop())
+        fn = self.pop()
+        if self.stack and isinstance(self.stack[-1], NullVar):
+            self.pop()
+        self.push(self.call_function(fn, list(args), dict(kwargs)))
+
+    def MAKE_FUNCTION(self, inst):
+        code = self.pop().value
+        flags = inst.arg or 0
+        closure = tuple(self.pop().items) if flags & 0x08 else ()
+        if flags & 0x04:
+            self.pop()  # annotations
+        kwdefaults = self.pop().items if flags & 0x02 else {}
+        defaults = tuple(self.pop().items) if flags & 0x01 else ()
+        self.push(NestedFunctionVar(code, self.globals, defaults, dict(kwdefaults), closure))
+
+    # ====================================================================== value rules
+    def truth(self, value: Var, inst: Instr | None = None) -> bool:
+        if isinstance(value, TensorVar):
+            if self.eager:
+                return bool(value.value)
+            raise Unsupported("generic_jump TensorVariable()")
+        if isinstance(value, ListVar):
+            return bool(value.items)
+        if isinstance(value, DictVar):
+            return bool(value.items)
+        return bool(value.as_python())
+
+    def unpack(self, value: Var) -> list[Var]:
+        """The items of an iterable Var (loops and unpacking are unrolled over them)."""
+        if isinstance(value, ListVar):
+            return [self.use(v) for v in value.items]
+        if isinstance(value, IteratorVar):
+            return value.items[value.pos :]
+        if isinstance(value, DictVar):
+            return [ConstVar(k) for k in value.items]
+        if isinstance(value, TensorVar):
+            return [self.getitem(value, ConstVar(i)) for i in range(value.value.shape[0])]
+        if isinstance(value, ConstVar) and isinstance(value.value, (range, tuple, list, str, torch.Size)):
+            return [ConstVar(v) for v in value.value]
+        raise Unsupported(f"cannot iterate over {value.describe()}")
+
+    def binary(self, op, a: Var, b: Var) -> Var:
+        if isinstance(a, TensorVar) or isinstance(b, TensorVar):
+            return self.call_operator(op, [a, b])
+        if isinstance(a, ListVar) and isinstance(b, ListVar) and op is operator.add:
+            return ListVar(a.items + b.items, a.kind)
+        if isinstance(a, ListVar) and isinstance(b, ConstVar) and op is operator.mul:
+            return ListVar(a.items * b.value, a.kind)
+        if isinstance(a, (ConstVar, ListVar)) and isinstance(b, (ConstVar, ListVar)):
+            return wrap(op(a.as_python(), b.as_python()))
+        raise Unsupported(f"{op.__name__} on {a.describe()} and {b.describe()}")
+
+    def getitem(self, obj: Var, index: Var) -> Var:
+        if isinstance(obj, TensorVar):
+            return self.call_operator(operator.getitem, [obj, index])
+        if isinstance(index, TensorVar):
+            raise Unsupported("indexing a Python container with a tensor")
+        key = index.as_python()
+        if isinstance(obj, ListVar):
+            picked = obj.items[key]
+            return ListVar(picked, obj.kind) if isinstance(key, slice) else self.use(picked)
+        if isinstance(obj, DictVar):
+            return self.use(obj.items[key])
+        if isinstance(obj, ConstVar):
+            return wrap(obj.value[key])
+        if isinstance(obj, ModuleVar):  # nn.Sequential / ModuleList indexing
+            sub = obj.value[key]
+            return self.use(wrap(sub, obj.source.item(key) if obj.source else None))
+        raise Unsupported(f"subscript of {obj.describe()}")
+
+    def load_attr(self, obj: Var, name: str) -> Var:
+        if isinstance(obj, TensorVar):
+            if name in TENSOR_STATIC_ATTRS:
+                return ConstVar(getattr(obj.value, name))
+            attr = getattr(torch.Tensor, name, None)
+            if callable(attr):
+                return MethodVar(obj, name)
+            return self.call_operator(getattr, [obj, ConstVar(name)])
+        if isinstance(obj, ModuleVar):
+            return self.module_attr(obj, name)
+        if isinstance(obj, PyObjVar):
+            value = getattr(obj.value, name)
+            from_module = isinstance(obj.value, types.ModuleType)
+            src = obj.source.attr(name) if obj.source is not None and not from_module else None
+            return self.use(wrap(value, src))
+        if isinstance(obj, (ListVar, DictVar, ConstVar)):
+            value = getattr(obj.as_python(), name)
+            return MethodVar(obj, name) if callable(value) else wrap(value)
+        if isinstance(obj, (FunctionVar, TorchFnVar, BuiltinVar)):
+            return wrap(getattr(obj.value, name))
+        raise Unsupported(f"attribute {name} of {obj.describe()}")
+
+    def module_attr(self, obj: ModuleVar, name: str) -> Var:
+        mod = obj.value
+        src = obj.source.attr(name) if obj.source is not None else None
+        if name in mod._modules:
+            return self.use(ModuleVar(mod._modules[name], source=src))
+        if name in mod._parameters or name in mod._buffers:
+            tensor = getattr(mod, name)
+            var = TensorVar(tensor, source=src)
+            if not self.eager:
+                target = self.output.register_tensor(tensor, src.name if src else name)
+                var.node, var.graph_id = self.output.graph.get_attr(target), self.output.graph_id
+            return var
+        value = getattr(mod, name)
+        if isinstance(value, types.MethodType):
+            return MethodVar(obj, name)
+        return self.use(wrap(value, src))
+
+    # ---------------------------------------------------------------------- calls
+    def call_function(self, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        """Dispatch a call on the kind of callable (Dynamo: ``VariableTracker.call_function``)."""
+        if self.eager:
+            return self.call_eagerly(fn, args, kwargs)
+        if isinstance(fn, BuiltinVar):
+            return self.call_builtin(fn.value, args, kwargs)
+        if isinstance(fn, TorchFnVar):
+            return self.call_torch(fn.value, args, kwargs)
+        if isinstance(fn, MethodVar):
+            return self.call_method(fn.obj, fn.name, args, kwargs)
+        if isinstance(fn, ModuleVar):
+            return self.call_module(fn, args, kwargs)
+        if isinstance(fn, (FunctionVar, NestedFunctionVar)):
+            return self.inline_call(fn, args, kwargs)
+        if isinstance(fn, PyObjVar) and isinstance(fn.value, type) and fn.value is torch.Size:
+            return ConstVar(torch.Size(*[a.as_python() for a in args]))
+        raise Unsupported(f"call to {_callable_name(fn)} is not supported")
+
+    def call_eagerly(self, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        """Run a call for real (after a graph break). A user function gets its own frame."""
+        pyargs = [a.as_python() for a in args]
+        pykw = {k: v.as_python() for k, v in kwargs.items()}
+        target = fn.as_python()
+        if isinstance(fn, MethodVar) and isinstance(fn.obj, ModuleVar) and is_user_function(getattr(target, "__func__", None)):
+            return wrap(self.output_run_frame(target, pyargs, pykw))
+        if isinstance(fn, (FunctionVar, NestedFunctionVar)):
+            return wrap(self.output_run_frame(target, pyargs, pykw))
+        if isinstance(fn, ModuleVar) and not _is_leaf(fn.value):
+            return wrap(self.output_run_frame(fn.value, pyargs, pykw))
+        return wrap(target(*pyargs, **pykw))
+
+    def output_run_frame(self, fn, args, kwargs):
+        from course_lib.dynamo.eval_frame import run_frame
+
+        return run_frame(fn, args, kwargs, self.output)
+
+    def call_operator(self, op, args: list[Var]) -> Var:
+        """``operator.add`` and friends on tensors: a call_function node."""
+        if self.eager:
+            return wrap(op(*[a.as_python() for a in args]))
+        return self.call_torch(op, args, {})
+
+    def graph_arg(self, var: Var) -> Any:
+        """A Var as an FX node argument (tensors by node, constants by value)."""
+        if isinstance(var, TensorVar):
+            return self.output.node_of(var)
+        if isinstance(var, ListVar):
+            items = [self.graph_arg(v) for v in var.items]
+            return items if var.kind == "list" else tuple(items)
+        if isinstance(var, DictVar):
+            return {k: self.graph_arg(v) for k, v in var.items.items()}
+        if isinstance(var, (ConstVar, PyObjVar, TorchFnVar, BuiltinVar)):
+            return var.as_python()
+        raise Unsupported(f"{var.describe()} cannot be a graph argument")
+
+    def add_node(self, op: str, target: Any, args: list[Var], kwargs: dict[str, Var], example: Any) -> Var:
+        """Record one node and wrap its example value (tuples of tensors become getitem nodes)."""
+        graph = self.output.graph
+        node = graph.create_node(op, target, tuple(self.graph_arg(a) for a in args), {k: self.graph_arg(v) for k, v in kwargs.items()})
+        return self.wrap_result(node, example)
+
+    def wrap_result(self, node, example: Any) -> Var:
+        gid = self.output.graph_id
+        if isinstance(example, torch.Tensor):
+            node.meta["example"] = example
+            return TensorVar(example, node, gid)
+        if isinstance(example, (tuple, list)) and any(isinstance(e, torch.Tensor) for e in example):
+            items = []
+            for i, e in enumerate(example):
+                item = self.output.graph.call_function(operator.getitem, (node, i))
+                items.append(self.wrap_result(item, e))
+            return ListVar(items, "tuple")
+        if not node.users:  # a Python answer (numel, is_tensor...): specialise, drop the node
+            self.output.graph.erase_node(node)
+        return wrap(example)
+
+    def call_torch(self, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        pyargs = [a.as_python() for a in args]
+        pykw = {k: v.as_python() for k, v in kwargs.items()}
+        if getattr(fn, "__name__", "") in ("manual_seed", "set_grad_enabled"):
+            raise Unsupported(f"torch.{fn.__name__} changes global state")
+        example = fn(*pyargs, **pykw)
+        return self.add_node("call_function", fn, args, kwargs, example)
+
+    def call_method(self, obj: Var, name: str, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        if isinstance(obj, TensorVar):
+            if name in TENSOR_DATA_METHODS:
+                raise Unsupported(TENSOR_DATA_METHODS[name])
+            if name in TENSOR_STATIC_METHODS:
+                return wrap(getattr(obj.value, name)(*[a.as_python() for a in args]))
+            if name.endswith("_") and not name.endswith("__"):
+                raise Unsupported(f"in-place Tensor.{name}: course_lib.dynamo does not model mutation")
+            example = getattr(obj.value, name)(*[a.as_python() for a in args], **{k: v.as_python() for k, v in kwargs.items()})
+            return self.add_node("call_method", name, [obj] + args, kwargs, example)
+        if isinstance(obj, ModuleVar):
+            fn = getattr(type(obj.value), name)
+            if name == "forward" or is_user_function(fn) or not _is_leaf(obj.value):
+                return self.inline_call(FunctionVar(fn), [obj] + args, kwargs)
+            raise Unsupported(f"method {name} of {type(obj.value).__name__}")
+        if isinstance(obj, ListVar) and obj.kind == "list":
+            if obj.source is not None and name in ("append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse"):
+                raise Unsupported(f"list.{name} on an input list (side effects are not replayed)")
+            if name == "append":
+                obj.items.append(args[0])
+                return ConstVar(None)
+            if name == "extend":
+                obj.items.extend(self.unpack(args[0]))
+                return ConstVar(None)
+            if name == "pop":
+                return obj.items.pop(*[a.as_python() for a in args])
+        if isinstance(obj, DictVar):
+            if name == "items":
+                return ListVar([ListVar([ConstVar(k), v], "tuple") for k, v in obj.items.items()])
+            if name == "keys":
+                return ListVar([ConstVar(k) for k in obj.items])
+            if name == "values":
+                return ListVar(list(obj.items.values()))
+            if name == "get":
+                key = args[0].as_python()
+                return obj.items.get(key, args[1] if len(args) > 1 else ConstVar(None))
+        if isinstance(obj, (ConstVar, ListVar)) and not _has_tensor(args):
+            return wrap(getattr(obj.as_python(), name)(*[a.as_python() for a in args]))
+        raise Unsupported(f"method {name} of {obj.describe()}")
+
+    def call_module(self, mod: ModuleVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        module = mod.value
+        if _is_leaf(module):
+            name = self.output.register_module(module, mod.source.name if mod.source else type(module).__name__)
+            example = module(*[a.as_python() for a in args], **{k: v.as_python() for k, v in kwargs.items()})
+            return self.add_node("call_module", name, args, kwargs, example)
+        return self.inline_call(FunctionVar(type(module).forward), [mod] + args, kwargs)
+
+    def call_builtin(self, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        """Rules for Python builtins (Dynamo: BuiltinVariable)."""
+        name = getattr(fn, "__name__", str(fn))
+        if fn is print:
+            raise Unsupported("Failed to trace builtin operator: print (a side effect Dynamo cannot put in a graph)")
+        if fn is len:
+            (obj,) = args
+            if isinstance(obj, TensorVar):
+                return ConstVar(len(obj.value))
+            if isinstance(obj, (ListVar, DictVar)):
+                return ConstVar(len(obj.items))
+        if fn is isinstance:
+            obj, cls = args
+            return ConstVar(isinstance(obj.as_python(), cls.as_python()))
+        if fn in (range,):
+            return ConstVar(range(*[a.as_python() for a in args]))
+        if fn is enumerate:
+            start = args[1].as_python() if len(args) > 1 else 0
+            return ListVar([ListVar([ConstVar(i + start), v], "tuple") for i, v in enumerate(self.unpack(args[0]))])
+        if fn is zip:
+            columns = [self.unpack(a) for a in args]
+            return ListVar([ListVar(list(row), "tuple") for row in zip(*columns)])
+        if fn in (list, tuple) and args:
+            return ListVar(self.unpack(args[0]), "list" if fn is list else "tuple")
+        if fn is reversed:
+            return ListVar(list(reversed(self.unpack(args[0]))))
+        if fn is getattr:
+            return self.load_attr(args[0], args[1].as_python())
+        if fn is hasattr:
+            return ConstVar(hasattr(args[0].as_python(), args[1].as_python()))
+        if fn is type:
+            return wrap(type(args[0].as_python()))
+        if fn in (int, float, bool) and isinstance(args[0], TensorVar):
+            raise Unsupported(f"{name}(tensor) needs the data")
+        if fn is abs and isinstance(args[0], TensorVar):
+            return self.call_operator(operator.abs, args)
+        if fn is sum and args and isinstance(args[0], ListVar):
+            total = args[1] if len(args) > 1 else ConstVar(0)
+            for item in args[0].items:
+                total = self.binary(operator.add, total, item)
+            return total
+        if fn in (min, max) and len(args) == 2 and _has_tensor(args):
+            raise Unsupported(f"{name} of tensors needs the data")
+        if fn in FOLDABLE_BUILTINS and not _has_tensor(list(args) + list(kwargs.values())):
+            return wrap(fn(*[a.as_python() for a in args], **{k: v.as_python() for k, v in kwargs.items()}))
+        raise Unsupported(f"builtin {name} is not supported")
+
+    def inline_call(self, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        """Run a user function with a child translator sharing the graph (inlining)."""
+        if self.depth >= MAX_INLINE_DEPTH:
+            raise Unsupported("inlining depth limit reached (recursion?)")
+        if isinstance(fn, FunctionVar):
+            func = fn.value
+            code, globs = func.__code__, func.__globals__
+            defaults = tuple(wrap(d) for d in (func.__defaults__ or ()))
+            kwdefaults = {k: wrap(v) for k, v in (func.__kwdefaults__ or {}).items()}
+            closure_src = fn.source.attr("__closure__") if fn.source is not None else None
+            cells = tuple(
+                CellVar(wrap(c.cell_contents, closure_src.item(i).attr("cell_contents") if closure_src else None))
+                for i, c in enumerate(func.__closure__ or ())
+            )
+        else:
+            code, globs, defaults, kwdefaults, cells = fn.code, fn.globals, fn.defaults, fn.kwdefaults, fn.closure
+        bound = bind_arguments(code, defaults, kwdefaults, args, kwargs)
+        child = InstructionTranslator(code, bound, globs, self.output, dict(zip(code.co_freevars, cells)), parent=self)
+        child.eager = self.eager
+        result = child.run()
+        self.trace.extend("  " + t for t in child.trace)
+        return result
+
+
+def bind_arguments(code: types.CodeType, defaults: tuple, kwdefaults: dict, args: list, kwargs: dict) -> dict[str, Any]:
+    """Bind call arguments to parameter names, as CPython does when it makes the frame."""
+    dummy = types.FunctionType(code, {}, code.co_name, defaults or None, tuple(types.CellType() for _ in code.co_freevars) or None)
+    dummy.__kwdefaults__ = dict(kwdefaults) or None
+    bound = inspect.signature(dummy).bind(*args, **kwargs)
+    bound.apply_defaults()
+    out = {}
+    for name, value in bound.arguments.items():
+        kind = inspect.signature(dummy).parameters[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            value = ListVar(list(value), "tuple")
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            value = DictVar(dict(value))
+        out[name] = value
+    return out
+
+
+def _is_leaf(module: torch.nn.Module) -> bool:
+    cls = type(module)
+    return cls.__module__.startswith("torch.nn") and cls.__name__ not in ("Sequential", "ModuleList", "ModuleDict")
+
+
+def _has_tensor(values) -> bool:
+    for v in values:
+        if isinstance(v, TensorVar) or (isinstance(v, ListVar) and _has_tensor(v.items)):
+            return True
+    return False
+
+
+def _identity(var: Var) -> Any:
+    if isinstance(var, NullVar):
+        return None
+    return var.as_python()
+
+
+def _callable_name(fn: Var) -> str:
+    value = getattr(fn, "value", None)
+    return getattr(value, "__qualname__", None) or type(value).__name__ if value is not None else fn.describe()
+
+
+def _rel_line(code: types.CodeType, line: int | None) -> int | None:
+    return None if line is None else line - code.co_firstlineno
+
+
+_PY312 = __import__("sys").version_info >= (3, 12)
+
+HANDLED = sorted(
+    name for name in dir(InstructionTranslator) if name.isupper() and callable(getattr(InstructionTranslator, name))
+)
+
+
+def opcode_coverage(names: list[str] | None = None) -> dict[str, bool]:
+    """For each opcode name of this Python (``dis.opname``), whether a handler exists."""
+    names = names if names is not None else [n for n in dis.opname if not n.startswith("<")]
+    return {n: n in HANDLED for n in names}
+
+
+__all__ = ["HANDLED", "InstructionTranslator", "Unsupported", "bind_arguments", "opcode_coverage", "is_torch_callable"]
