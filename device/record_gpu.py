@@ -34,6 +34,14 @@ def _time_ms(fn, iters: int = 10, warmup: int = 3) -> float:
     return statistics.median(times)
 
 
+def _copy_ms(n: int, iters: int) -> float:
+    import torch
+
+    src = torch.empty(n, dtype=torch.uint8, device="cuda")
+    dst = torch.empty(n, dtype=torch.uint8, device="cuda")
+    return _time_ms(lambda: dst.copy_(src), iters=iters)
+
+
 def copy_bandwidth() -> dict:
     """Device-to-device copy (read + write bytes) and pinned host<->device copies."""
     import torch
@@ -41,10 +49,9 @@ def copy_bandwidth() -> dict:
     rows = []
     for mib in (1, 4, 16, 64, 256, 1024, 4096):
         n = mib << 20
-        src, dst = torch.empty(n, dtype=torch.uint8, device="cuda"), torch.empty(n, dtype=torch.uint8, device="cuda")
-        ms = _time_ms(lambda: dst.copy_(src), iters=20 if mib < 1024 else 5)
+        ms = _copy_ms(n, iters=20 if mib < 1024 else 5)
         rows.append({"bytes": n, "kind": "device-to-device", "ms": ms, "gbs": 2 * n / ms / 1e6})
-        del src, dst
+        torch.cuda.empty_cache()
     n = 1 << 30
     host = torch.empty(n, dtype=torch.uint8, pin_memory=True)
     dev = torch.empty(n, dtype=torch.uint8, device="cuda")

@@ -120,7 +120,9 @@ def main(argv: list[str]) -> int:
         port = s.getsockname()[1]
     t = time.time()
     mp.spawn(worker, args=(world, port, dry_run, str(out_dir / "nccl_collectives.json")), nprocs=world, join=True)
-    print(f"recorded {out_dir / 'nccl_collectives.json'} in {time.time() - t:.1f}s ({'gloo dry run' if dry_run else 'nccl'})")
+    print(
+        f"recorded {out_dir / 'nccl_collectives.json'} in {time.time() - t:.1f}s ({'gloo dry run' if dry_run else 'nccl'})"
+    )
     return 0
 
 

@@ -96,7 +96,9 @@ def test_alpha_beta_model():
 
 
 def test_ring_and_tree_on_gloo_processes():
-    res = collectives.check_allreduce({"ring": collectives.ring_allreduce, "tree": collectives.tree_allreduce}, world=3, numel=50)
+    res = collectives.check_allreduce(
+        {"ring": collectives.ring_allreduce, "tree": collectives.tree_allreduce}, world=3, numel=50
+    )
     for r in range(3):
         assert res[r]["ring"]["ok"] and res[r]["tree"]["ok"], res
 

@@ -5,7 +5,6 @@ import pathlib
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import torch
 
@@ -80,14 +79,26 @@ def test_row_softmax_looped_branches():
 
 def test_unknown_instruction_is_named():
     with pytest.raises(NotImplementedError, match="cp.async"):
-        gpu.run_ptx(ptx("matmul_bf16_sm80"), None, 1, 128, [torch.zeros(64, 64).bfloat16()] * 2 + [torch.zeros(64, 64), 64, 64, 64])
+        gpu.run_ptx(
+            ptx("matmul_bf16_sm80"),
+            None,
+            1,
+            128,
+            [torch.zeros(64, 64).bfloat16()] * 2 + [torch.zeros(64, 64), 64, 64, 64],
+        )
 
 
 def test_regenerated_ptx_has_same_structure(tmp_path):
     """Triton (whatever version is installed) still emits the instruction mix the notebooks describe."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     script = pathlib.Path(__file__).parents[1] / "data" / "gpu" / "ptx" / "generate_ptx.py"
-    subprocess.run([sys.executable, str(script), str(tmp_path), "vector_add"], check=True, env=env, capture_output=True, timeout=120)
+    subprocess.run(
+        [sys.executable, str(script), str(tmp_path), "vector_add"],
+        check=True,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
     new, old = parse_ptx((tmp_path / "vector_add.ptx").read_text()), parse_ptx(ptx("vector_add"))
     base = lambda k: {i.op for i in k.instrs}  # noqa: E731
     assert base(new) == base(old)

@@ -94,7 +94,10 @@ def _worker(rank, world, port, fns, numel, out_dir):
         res = {}
         for name, fn in fns.items():
             got = fn(x.clone(), rank, world)
-            res[name] = {"max_error": float((got - ref).abs().max()), "ok": bool(torch.allclose(got, ref, atol=1e-5, rtol=1e-5))}
+            res[name] = {
+                "max_error": float((got - ref).abs().max()),
+                "ok": bool(torch.allclose(got, ref, atol=1e-5, rtol=1e-5)),
+            }
         dist.barrier()
         dist.destroy_process_group()
     except Exception:  # report, never hang the parent
@@ -125,7 +128,9 @@ def check_allreduce(fns: dict, world: int = 4, numel: int = 1000, timeout: float
         results = {}
         for r in range(world):
             path = os.path.join(out_dir, f"rank{r}.json")
-            results[r] = json.load(open(path)) if os.path.exists(path) else {"error": "no result (timed out or crashed)"}
+            results[r] = (
+                json.load(open(path)) if os.path.exists(path) else {"error": "no result (timed out or crashed)"}
+            )
     return results
 
 

@@ -41,9 +41,8 @@ def _distinct_chunks(addresses, nbytes, mask, chunk) -> int:
     if a.size == 0:
         return 0
     first, last = a // chunk, (a + nbytes - 1) // chunk
-    return int(np.unique(np.concatenate([first, last])).size) if nbytes <= chunk else int(
-        np.unique(np.concatenate([np.arange(f, l + 1) for f, l in zip(first, last)])).size
-    )
+    spans = [np.arange(f, e + 1) for f, e in zip(first, last)] if nbytes > chunk else [first, last]
+    return int(np.unique(np.concatenate(spans)).size)
 
 
 def bank_wavefronts(addresses, nbytes: int = 4, mask=None) -> int:

@@ -150,11 +150,7 @@ def parse_ptx(ptx: str, name: str | None = None) -> PtxKernel:
     ptx = _COMMENT.sub("", ptx)
     name = name or kernel_names(ptx)[0]
     params_text, body = _entry_text(ptx, name)
-    params = [
-        (p.split()[-1], re.search(r"\.param\s+\.(\w+)", p).group(1))
-        for p in params_text.split(",")
-        if p.strip()
-    ]
+    params = [(p.split()[-1], re.search(r"\.param\s+\.(\w+)", p).group(1)) for p in params_text.split(",") if p.strip()]
     shared, offset = {}, 0
     module_level = ptx[: ptx.index(".entry")]
     for align, _ty, sym, size in _SHARED.findall(module_level + body):

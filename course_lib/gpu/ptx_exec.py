@@ -16,6 +16,7 @@ no tensor-core instructions (those are shown, not run: see :mod:`.tensor_core`).
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -190,6 +191,9 @@ class PtxWarp:
         self.stats.issued += 1
         self.stats.active_lanes += int(mask.sum())
         run.timeline.append(Issue(run.cycle, self.block_idx, self.warp, pc, _kind(ins), int(mask.sum())))
+        if run.cycle < run.trace:
+            lanes = "".join("1" if b else "." for b in mask)
+            print(f"{run.cycle:5d} blk{self.block_idx[0]} w{self.warp} pc{pc:4d} {lanes} {ins.text}")
         run.cycle += 1
         exec_mask = mask
         if ins.guard is not None:
@@ -198,9 +202,7 @@ class PtxWarp:
         self.pc[mask] = pc + 1
         handler = HANDLERS.get(ins.op)
         if handler is None:
-            raise NotImplementedError(
-                f"the simulator does not model `{ins.opcode}` (instruction {pc}: {ins.text})"
-            )
+            raise NotImplementedError(f"the simulator does not model `{ins.opcode}` (instruction {pc}: {ins.text})")
         try:
             handler(self, ins, exec_mask, mask)
         except NotImplementedError as exc:
@@ -282,7 +284,15 @@ def _div(w, ins, m, _live):
             r = (x.astype(np.float64) / y.astype(np.float64)).astype(_ftype(ty))
     else:
         y1 = np.where(y == 0, 1, y)
-        r = np.where(y == 0, -1, (np.abs(x.astype(np.int64)) // np.abs(y1.astype(np.int64))) * np.sign(x.astype(np.int64)) * np.sign(y1.astype(np.int64)) if ty[0] == "s" else x // y1)
+        r = np.where(
+            y == 0,
+            -1,
+            (np.abs(x.astype(np.int64)) // np.abs(y1.astype(np.int64)))
+            * np.sign(x.astype(np.int64))
+            * np.sign(y1.astype(np.int64))
+            if ty[0] == "s"
+            else x // y1,
+        )
     w.write(d.text, r, ty, m)
 
 
@@ -534,7 +544,7 @@ def _nop(w, ins, m, live):
 
 HANDLERS = {
     **{op: _binary for op in BINARY},
-    "mul": _mul, "mad": lambda w, i, m, l: _mul(w, i, m, l, mad=True), "fma": _fma,
+    "mul": _mul, "mad": lambda w, i, m, live: _mul(w, i, m, live, mad=True), "fma": _fma,
     "div": _div, "rem": _rem, **{op: _unary for op in UNARY_FLOAT}, "not": _unary,
     "shl": _shift, "shr": _shift, "setp": _setp, "selp": _selp, "mov": _mov, "cvt": _cvt,
     "bfe": _bfe, "ld": _ld, "st": _st, "shfl": _shfl, "bra": _bra, "ret": _ret, "exit": _ret,
@@ -544,8 +554,8 @@ HANDLERS = {
 
 # ---------------------------------------------------------------------------- the run
 class _Run:
-    def __init__(self, kernel: PtxKernel, grid, block, params, gmem, shared_bytes):
-        self.kernel, self.grid, self.block = kernel, grid, block
+    def __init__(self, kernel: PtxKernel, grid, block, params, gmem, shared_bytes, trace=0):
+        self.kernel, self.grid, self.block, self.trace = kernel, grid, block, trace
         self.params, self.gmem, self.shared_bytes = params, gmem, shared_bytes
         self.warps_per_block = -(-block[0] * block[1] * block[2] // WARP)
         self.cycle = 0
@@ -566,14 +576,21 @@ def _to_numpy(a):
     raise TypeError(f"unsupported argument {type(a).__name__}")
 
 
-def run_ptx(ptx_text: str, kernel_name: str | None, grid, block, args, *, shared_bytes: int = 49152) -> RunResult:
+def run_ptx(
+    ptx_text: str, kernel_name: str | None, grid, block, args, *, shared_bytes: int = 49152, trace: int | None = None
+) -> RunResult:
     """Run one ``.entry`` of a PTX module on the SIMT simulator.
 
     ``args`` follow the kernel's parameters in order: arrays (numpy or torch) for pointer
     parameters, Python numbers for scalars. Parameters past the end of ``args`` (Triton appends
     scratch pointers) get 0. Returns a :class:`RunResult` whose ``outputs[i]`` is argument i
     after the run (same kind as given), plus per-warp statistics, memory events and timeline.
+
+    ``trace=N`` (or the environment variable ``COURSE_GPU_TRACE=N``) prints the first N issued
+    instructions: cycle, block, warp, pc, the 32-lane active mask and the instruction.
     """
+    if trace is None:
+        trace = int(os.environ.get("COURSE_GPU_TRACE", "0") or 0)
     kernel = parse_ptx(ptx_text, kernel_name)
     grid, block = dim3(grid), dim3(block)
     arrays, kinds, params = {}, [], {}
@@ -591,10 +608,14 @@ def run_ptx(ptx_text: str, kernel_name: str | None, grid, block, args, *, shared
             params[pname] = 0
         elif kinds[i] is None:
             v = args[i]
-            params[pname] = int(to_bits(np.array(v), "f32" if isinstance(v, float) and pty == "f32" else pty)[0]) if isinstance(v, float) else int(v)
+            params[pname] = (
+                int(to_bits(np.array(v), "f32" if isinstance(v, float) and pty == "f32" else pty)[0])
+                if isinstance(v, float)
+                else int(v)
+            )
         else:
             params[pname] = addr[f"arg{i}"]
-    run = _Run(kernel, grid, block, params, gmem, shared_bytes)
+    run = _Run(kernel, grid, block, params, gmem, shared_bytes, trace)
     stats = []
     for bz in range(grid[2]):
         for by in range(grid[1]):

@@ -145,6 +145,11 @@ class RunResult:
 
     __repr__ = __str__
 
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<pre>{html.escape(str(self))}\n\n{html.escape(self.table())}</pre>"
+
 
 def dim3(x) -> tuple:
     """Normalise an int or a 1-3 tuple to (x, y, z)."""

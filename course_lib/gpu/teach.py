@@ -146,7 +146,18 @@ class WarpContext:
             return
         nbytes = arr.data.itemsize
         addr = arr.base + idx * nbytes
-        ev = MemEvent(self.run.cycle - 1, self.block_idx, self.warp, -1, arr.space, kind, nbytes, addr, m.copy(), text=f"{kind} {arr.name}")
+        ev = MemEvent(
+            self.run.cycle - 1,
+            self.block_idx,
+            self.warp,
+            -1,
+            arr.space,
+            kind,
+            nbytes,
+            addr,
+            m.copy(),
+            text=f"{kind} {arr.name}",
+        )
         if arr.space == "shared":
             ev.wavefronts = mem.bank_wavefronts(addr, nbytes, m)
             self.stats.shared_requests += 1
@@ -241,7 +252,10 @@ def launch(kernel, grid, block, *args) -> RunResult:
                 warps = []
                 for wi in range(nwarps):
                     ctx = WarpContext(run, (bx, by, bz), wi, shared)
-                    wargs = [Array(ctx, f"arg{i}", a, arrays[i], "global") if arrays[i] is not None else a for i, a in enumerate(args)]
+                    wargs = [
+                        Array(ctx, f"arg{i}", a, arrays[i], "global") if arrays[i] is not None else a
+                        for i, a in enumerate(args)
+                    ]
                     if inspect.isgeneratorfunction(kernel):
                         warps.append(_TeachWarp(ctx, kernel(ctx, *wargs)))
                     else:
