@@ -189,6 +189,11 @@ class SweepPoint:
         return self.seconds / (self.n * self.n) * 1e9
 
     @property
+    def per_element(self) -> float:
+        """``seconds`` / n^2: for simulated points, misses per element."""
+        return self.seconds / (self.n * self.n)
+
+    @property
     def gflops(self) -> float:
         return 2 * self.n**3 / self.seconds / 1e9
 
@@ -267,11 +272,13 @@ def _oblivious_order(r0, r1, c0, c1):
         yield from _oblivious_order(r0, r1, m, c1)
 
 
-def plot_sweep(points, caches=(), metric: str = "ns_per_element", title: str = ""):
+def plot_sweep(points, caches=(), metric: str = "ns_per_element", title: str = "", ax=None, ylabel: str = ""):
     """Cost per element against working set (log x), one line per variant, cache sizes marked."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig = ax.figure
     for variant in dict.fromkeys(p.variant for p in points):
         pts = [p for p in points if p.variant == variant]
         ax.plot([p.bytes for p in pts], [getattr(p, metric) for p in pts], marker="o", label=variant)
@@ -281,8 +288,80 @@ def plot_sweep(points, caches=(), metric: str = "ns_per_element", title: str = "
             ax.text(c.size_bytes, ax.get_ylim()[1], f" {c.name}", va="top", fontsize=8, color="grey")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("working set (bytes)")
-    ax.set_ylabel(metric.replace("_", " "))
+    ax.set_ylabel(ylabel or metric.replace("_", " "))
     ax.set_title(title)
-    ax.legend()
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+# ----------------------------------------------------------------------------- prediction
+
+
+@dataclasses.dataclass
+class SmallLRUCache:
+    """A set-associative LRU cache that counts misses (fallback when Module 1's is absent).
+
+    ``size``/``ways``/``line`` in bytes; address -> set ``(addr // line) % sets``; each set
+    keeps its lines in recency order (list, most recent last).
+    """
+
+    size: int
+    ways: int
+    line: int = 64
+
+    def __post_init__(self):
+        self.sets = max(1, self.size // (self.ways * self.line))
+        self._sets: list[list[int]] = [[] for _ in range(self.sets)]
+        self.misses = 0
+        self.accesses = 0
+
+    def access(self, addr: int) -> bool:
+        """Touch ``addr``; True on a hit."""
+        tag = addr // self.line
+        ways = self._sets[tag % self.sets]
+        self.accesses += 1
+        if tag in ways:
+            ways.remove(tag)
+            ways.append(tag)
+            return True
+        self.misses += 1
+        if len(ways) >= self.ways:
+            ways.pop(0)
+        ways.append(tag)
+        return False
+
+
+def simulator_source() -> str:
+    """Which cache simulator predictions come from: Module 1's (course_lib.ir) or the fallback."""
+    return "course_lib.ir" if _module1_simulator() is not None else "course_lib.cpu.caches.SmallLRUCache"
+
+
+def _module1_simulator():
+    try:
+        from course_lib.ir import cache as m1  # Module 1's set-associative LRU simulator
+    except ImportError:
+        return None
+    return m1
+
+
+def simulate_misses(trace, size: int, ways: int, line: int = 64) -> int:
+    """Misses of an address trace on one cache level (Module 1's simulator when present)."""
+    cache = SmallLRUCache(size, ways, line)
+    for addr in trace:
+        cache.access(addr)
+    return cache.misses
+
+
+def predict_transpose(sizes, cache, variants=TRANSPOSES, t: int = 32) -> list[SweepPoint]:
+    """Simulated misses per element of each transpose variant on ``cache`` (a CacheLevel).
+
+    Returned as :class:`SweepPoint` with ``seconds`` holding *misses* so the same plot
+    function draws prediction and measurement.
+    """
+    points = []
+    for n in sizes:
+        for v in variants:
+            misses = simulate_misses(transpose_trace(n, v, t), cache.size_bytes, cache.ways, cache.line_bytes)
+            points.append(SweepPoint("transpose (simulated)", v, n, 2 * n * n * 4, misses))
+    return points

@@ -134,7 +134,7 @@ def plot(roof: Roofline, points: dict[str, tuple[float, float]] | None = None, t
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    xs = np.logspace(-3, 3, 200, base=2)
+    xs = np.logspace(-4, 8, 200, base=2)
     ax.plot(xs, [roof.attainable(x) for x in xs], color="black", label="roofline")
     for name, (ai, gf) in (points or {}).items():
         ax.scatter([ai], [gf], zorder=3)
