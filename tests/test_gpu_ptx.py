@@ -107,3 +107,19 @@ def test_regenerated_ptx_has_same_structure(tmp_path):
     x, y = torch.randn(n), torch.randn(n)
     r = gpu.run_ptx((tmp_path / "vector_add.ptx").read_text(), None, 2, 64, [x, y, torch.zeros(n), n])
     assert torch.equal(r[2], x + y)
+
+
+def test_layer_norm_equals_torch():
+    rows, cols = 2, 100
+    x, w, b = torch.randn(rows, cols), torch.randn(cols), torch.randn(cols)
+    r = gpu.run_ptx(ptx("layer_norm"), None, rows, 128, [x, w, b, torch.zeros(rows, cols), cols, cols, 1e-5])
+    ref = torch.nn.functional.layer_norm(x, (cols,), w, b, 1e-5)
+    torch.testing.assert_close(r[3], ref, rtol=1e-5, atol=1e-5)
+
+
+def test_integer_remainder_kernel():
+    n, cols = 200, 7
+    x, b = torch.randn(n), torch.randn(cols)
+    r = gpu.run_ptx(ptx("bias_add_rem"), None, 2, 32, [x, b, torch.zeros(n), n, cols])
+    assert torch.equal(r[2], x + b[torch.arange(n) % cols])
+    assert "rem.s32" in {i.opcode for i in parse_ptx(ptx("bias_add_rem")).instrs}

@@ -61,6 +61,27 @@ def softmax_looped_kernel(x_ptr, out_ptr, stride, ncols, BLOCK: tl.constexpr):
         tl.store(out_ptr + row * stride + cols, tl.exp(x - mx) / total, mask=cols < ncols)
 
 @triton.jit
+def layernorm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, stride, ncols, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < ncols
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0)
+    mean = tl.sum(x, axis=0) / ncols
+    d = tl.where(mask, x - mean, 0.0)
+    var = tl.sum(d * d, axis=0) / ncols
+    y = d * tl.rsqrt(var + eps) * tl.load(w_ptr + cols, mask=mask) + tl.load(b_ptr + cols, mask=mask)
+    tl.store(out_ptr + row * stride + cols, y, mask=mask)
+
+
+@triton.jit
+def bias_add_kernel(x_ptr, b_ptr, out_ptr, n, ncols, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    col = offs % ncols
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(b_ptr + col, mask=mask), mask=mask)
+
+
+@triton.jit
 def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     pm = tl.program_id(0); pn = tl.program_id(1)
     rm = pm * BM + tl.arange(0, BM); rn = pn * BN + tl.arange(0, BN); rk = tl.arange(0, BK)
@@ -86,6 +107,8 @@ jobs = {
  "vector_add_unaligned": (add_kernel, P3, {"BLOCK":256}, 90, (), dict(num_warps=2)),
  "fused_pointwise": (fused_kernel, {"x_ptr":"*fp16","y_ptr":"*fp32","out_ptr":"*fp32","n":"i32","BLOCK":"constexpr"}, {"BLOCK":256}, 90, (0,1,2,3), dict(num_warps=2)),
  "row_softmax": (softmax_kernel, {"x_ptr":"*fp32","out_ptr":"*fp32","stride":"i32","ncols":"i32","BLOCK":"constexpr"}, {"BLOCK":256}, 90, (0,1,2), dict(num_warps=2)),
+ "layer_norm": (layernorm_kernel, {"x_ptr":"*fp32","w_ptr":"*fp32","b_ptr":"*fp32","out_ptr":"*fp32","stride":"i32","ncols":"i32","eps":"fp32","BLOCK":"constexpr"}, {"BLOCK":128}, 90, (0,1,2,3), dict(num_warps=4)),
+ "bias_add_rem": (bias_add_kernel, {"x_ptr":"*fp32","b_ptr":"*fp32","out_ptr":"*fp32","n":"i32","ncols":"i32","BLOCK":"constexpr"}, {"BLOCK":128}, 90, (0,1,2), dict(num_warps=1)),
  "row_softmax_looped": (softmax_looped_kernel, {"x_ptr":"*fp32","out_ptr":"*fp32","stride":"i32","ncols":"i32","BLOCK":"constexpr"}, {"BLOCK":64}, 90, (0,1,2), dict(num_warps=1)),
 }
 MM = {"a_ptr":"*bf16","b_ptr":"*bf16","c_ptr":"*fp32","M":"i32","N":"i32","K":"i32","BM":"constexpr","BN":"constexpr","BK":"constexpr"}
@@ -101,4 +124,5 @@ for name, (fn, sig, c, cap, div, opts) in jobs.items():
     md = k.metadata
     meta[name] = {"kernel": md.name, "arch": f"sm_{cap}", "num_warps": md.num_warps, "shared": md.shared, "constexprs": c, "signature": sig}
     print(name, meta[name], flush=True)
-json.dump(meta, open(f"{outdir}/kernels.json","w"), indent=1, sort_keys=True)
+old = json.load(open(f"{outdir}/kernels.json")) if only and os.path.exists(f"{outdir}/kernels.json") else {}
+json.dump({**old, **meta}, open(f"{outdir}/kernels.json","w"), indent=1, sort_keys=True)
