@@ -19,6 +19,8 @@ scalar         plain loops                              -O3 -march=native -fno-t
 autovec        plain loops                              -O3 -march=native
 intrinsics     AVX2/FMA (x86) or NEON (Arm) intrinsics  -O3 -march=native
 openmp         plain loops, ``omp parallel for simd``   -O3 -march=native -fopenmp
+intrinsics+    the intrinsics, ``omp parallel for``     -O3 -march=native -fopenmp
+openmp
 =============  =======================================  ===========================================
 
 The intrinsics triad has a second form with non-temporal stores (``_mm256_stream_ps``): they
@@ -75,12 +77,13 @@ __attribute__((target("avx2,fma")))
 void triad(float *restrict a, const float *restrict b, const float *restrict c, float s, long n, int threads)
 {{
     __m256 vs = _mm256_set1_ps(s);
-    long i = 0;
-    for (; i + 8 <= n; i += 8) {{
-        __m256 vb = _mm256_loadu_ps(b + i), vc = _mm256_loadu_ps(c + i);
-        _mm256_storeu_ps(a + i, _mm256_fmadd_ps(vs, vc, vb));
+    long blocks = n / 8;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long k = 0; k < blocks; k++) {{
+        __m256 vb = _mm256_loadu_ps(b + 8 * k), vc = _mm256_loadu_ps(c + 8 * k);
+        _mm256_storeu_ps(a + 8 * k, _mm256_fmadd_ps(vs, vc, vb));
     }}
-    for (; i < n; i++) a[i] = b[i] + s * c[i];      /* the scalar tail */
+    for (long i = 8 * blocks; i < n; i++) a[i] = b[i] + s * c[i];      /* the scalar tail */
 }}
 
 /* Non-temporal stores: need 32-byte aligned addresses, so peel until a+i is aligned. */
@@ -103,8 +106,10 @@ void triad_nt(float *restrict a, const float *restrict b, const float *restrict 
 __attribute__((target("avx2,fma")))
 void poly(float *restrict y, const float *restrict x, long n, int threads)
 {{
-    long i = 0;
-    for (; i + 32 <= n; i += 32) {{
+    long blocks = n / 32;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long k = 0; k < blocks; k++) {{
+        long i = 32 * k;
         __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
         __m256 x2 = _mm256_loadu_ps(x + i + 16), x3 = _mm256_loadu_ps(x + i + 24);
         __m256 a0 = _mm256_set1_ps(P[{POLY_DEGREE}]), a1 = a0, a2 = a0, a3 = a0;
@@ -116,7 +121,7 @@ void poly(float *restrict y, const float *restrict x, long n, int threads)
         _mm256_storeu_ps(y + i, a0); _mm256_storeu_ps(y + i + 8, a1);
         _mm256_storeu_ps(y + i + 16, a2); _mm256_storeu_ps(y + i + 24, a3);
     }}
-    for (; i < n; i++) {{
+    for (long i = 32 * blocks; i < n; i++) {{
         float acc = P[{POLY_DEGREE}];
         for (int k = {POLY_DEGREE - 1}; k >= 0; k--) acc = acc * x[i] + P[k];
         y[i] = acc;
@@ -168,6 +173,7 @@ VARIANTS = {
     "autovec": (PLAIN, FLAGS, 1),
     "intrinsics": (INTRINSICS, FLAGS, 1),
     "openmp": (PLAIN, FLAGS + " -fopenmp", None),
+    "intrinsics+openmp": (INTRINSICS, FLAGS + " -fopenmp", None),
 }
 
 
