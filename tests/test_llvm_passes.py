@@ -1,0 +1,147 @@
+"""course_lib.llvm: pass pipelines, JIT, targets, llc back end, the custom pass (no course IR needed)."""
+
+from __future__ import annotations
+
+import ctypes
+import pathlib
+
+import pytest
+
+from course_lib.llvm import analysis, backend, mcjit, passes, targets
+
+DATA = pathlib.Path(__file__).parent / "data" / "llvm"
+SUM_ALLOCA = (DATA / "sum_alloca.ll").read_text()  # clang -O0 style: allocas, loads, stores
+SUM_PHI = (DATA / "sum_phi.ll").read_text()  # the same loop in SSA form, typed pointers
+
+
+def _array(values):
+    arr = (ctypes.c_int64 * len(values))(*values)
+    return arr, ctypes.cast(arr, ctypes.c_void_p)
+
+
+@pytest.fixture(scope="module")
+def o3():
+    return passes.run_pipeline(SUM_ALLOCA, 3)
+
+
+def test_mem2reg_removes_every_alloca_and_places_two_phis():
+    run = passes.run_passes(SUM_ALLOCA, ["mem2reg"])
+    final = passes.opcode_counts(run.final)
+    assert "alloca" not in final and "store" not in final
+    assert final["phi"] == 2  # i and s, at the loop header
+    assert run.counts()[0][1] > run.counts()[1][1]
+    assert "+  %i.0 = phi" in str(run.diff(1)) or "phi i64" in str(run.diff(1))
+
+
+def test_single_passes_keep_the_function_valid_and_results_equal():
+    names = ["mem2reg", "instcombine", "simplifycfg", "gvn", "loop-rotate", "loop-unroll"]
+    run = passes.run_passes(SUM_ALLOCA, names)
+    assert [s for s, _ in run.stages] == ["input", *names]
+    arr, ptr = _array(list(range(-5, 20)))
+    for _, text in run.stages:
+        f = mcjit.compile_function(text, "sum", "i64", ["ptr", "i64"], level=0)
+        assert f(ptr, 25) == sum(range(-5, 20))
+
+
+def test_pipeline_only_passes_say_where_to_look():
+    with pytest.raises(ValueError, match="pass_in_pipeline"):
+        passes.run_passes(SUM_ALLOCA, ["licm"])
+
+
+def test_o3_snapshots_record_each_pass_and_the_vectoriser(o3):
+    names = [s.pass_name for s in o3.snapshots]
+    assert "SROAPass" in names and "InstCombinePass" in names and "LoopVectorizePass" in names
+    before, after = passes.pass_in_pipeline(o3, "loop-vectorize")
+    assert "<" not in before.split("define")[1].split("{")[1] or "x i64>" not in before
+    assert "x i64>" in after  # the vectoriser introduced vector types
+    assert o3.snapshots[-1].text.strip() in passes._function_text(o3.after) or o3.changed()
+    first = o3.changed()[0]
+    assert first.pass_name == "SROAPass" and "alloca" not in first.text
+    assert o3.diff(first.index).removed > 0
+
+
+def test_o0_to_o3_results_equal():
+    arr, ptr = _array([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5])
+    for level in range(4):
+        mod = passes.optimize(SUM_ALLOCA, level)
+        f = mcjit.compile_function(str(mod), "sum", "i64", ["ptr", "i64"], level=0)
+        assert f(ptr, 11) == 44
+
+
+def test_x86_levels_use_wider_vectors():
+    rows = {name: (n, width) for name, n, width in targets.vector_summary(SUM_ALLOCA)}
+    assert rows["baseline"][1] == 128 and rows["avx2"][1] == 256 and rows["avx512"][1] == 512
+    assert targets.vector_width("vpaddq %zmm0, %zmm1, %zmm1") == 512
+    assert targets.vector_instructions("\taddsd %xmm0, %xmm1\n\tvpaddq %ymm0, %ymm1, %ymm1") == [
+        "vpaddq %ymm0, %ymm1, %ymm1"
+    ]
+
+
+def test_ptx_kernel_reads_thread_index_registers():
+    for sm in ("sm_80", "sm_90"):
+        text = targets.ptx(sm=sm)
+        assert f".target {sm}" in text and ".entry saxpy" in text
+        assert targets.ptx_special_registers(text) == ["%ctaid.x", "%ntid.x", "%tid.x"]
+        assert "ld.global" in text and "st.global" in text
+
+
+def test_amdgpu_kernel_for_gfx942():
+    text = targets.amdgcn()
+    assert "amdgcn-amd-amdhsa--gfx942" in text and "global_load_dword" in text and "s_endpgm" in text
+
+
+def test_object_code_disassembles():
+    text = targets.disassemble(targets.emit_object(SUM_ALLOCA))
+    assert "<sum>:" in text and "ret" in text
+
+
+def test_emit_asm_rejects_unknown_targets():
+    with pytest.raises(ValueError, match="x86_64"):
+        targets.emit_asm(SUM_PHI, "riscv")
+
+
+@pytest.mark.skipif(backend.llc_path() is None, reason=backend.MISSING_LLC)
+def test_llc_walkthrough_shows_machine_ir_and_mcinst():
+    stages = dict(backend.walkthrough(SUM_PHI))
+    isel = stages["MachineIR after instruction selection (SSA, virtual registers)"]
+    assert isel.ok and "PHI" in isel.text and "%bb" in isel.text
+    ra = stages["after register allocation (physical registers)"]
+    assert "$rax" in ra.text and " PHI " not in backend.machine_code(ra.text)
+    assert "<MCInst" in stages["MCInst (what the assembly printer and the encoder see)"].text
+    assert "finalize-isel" in backend.pass_names(SUM_PHI).text
+    assert "name:            sum" in backend.stop_after(SUM_PHI, "finalize-isel").text
+
+
+def test_llc_missing_gives_a_sentence(monkeypatch):
+    monkeypatch.setattr(backend, "llc_path", lambda: None)
+    out = backend.walkthrough(SUM_PHI)[0][1]
+    assert not out.ok and "apt-get install llvm" in out.text
+
+
+def test_analysis_finds_the_loop_and_the_mix():
+    fn = passes.parse(SUM_PHI).get_function("sum")
+    assert analysis.cfg(fn) == {"entry": ["cond"], "cond": ["body", "exit"], "body": ["cond"], "exit": []}
+    assert analysis.find_loops(fn) == [analysis.Loop("cond", "body", frozenset({"cond", "body"}))]
+    mix = analysis.instruction_mix(SUM_PHI)
+    assert mix["sum/body"] == {"arith": 2, "control": 1, "memory": 2}
+
+
+def test_strength_reduction_is_verified_by_the_jit():
+    src = SUM_PHI.replace(
+        "%x = load i64, i64* %p",
+        "%x0 = load i64, i64* %p\n  %x1 = mul i64 %x0, 8\n  %x2 = udiv i64 %x1, 4\n  %x = urem i64 %x2, 16",
+    )
+    new, rewrites = analysis.strength_reduce(src)
+    assert [r.after.split(" = ")[1].split()[0] for r in rewrites] == ["shl", "lshr", "and"]
+    assert passes.opcode_counts(new).get("mul", 0) == 0
+    values = [7, 100, 3, 12345, 2**40 + 5]
+    arr, ptr = _array(values)
+    a = mcjit.compile_function(src, "sum", "i64", ["ptr", "i64"], level=0)
+    b = mcjit.compile_function(new, "sum", "i64", ["ptr", "i64"], level=0)
+    assert a(ptr, len(values)) == b(ptr, len(values)) == sum(((v * 8) // 4) % 16 for v in values)
+
+
+def test_strength_reduction_leaves_signed_division_alone():
+    src = SUM_PHI.replace("%s2 = add i64 %s, %x", "%xd = sdiv i64 %x, 4\n  %s2 = add i64 %s, %xd")
+    _, rewrites = analysis.strength_reduce(src)
+    assert rewrites == []
