@@ -12,7 +12,11 @@ def main() -> None:
     cases = {
         "vector_add": (16, 64, lambda: [torch.randn(4096), torch.randn(4096), torch.zeros(4096), 4096]),
         "row_softmax": (16, 64, lambda: [torch.randn(16, 256), torch.zeros(16, 256), 256, 256]),
-        "layer_norm": (8, 128, lambda: [torch.randn(8, 128), torch.randn(128), torch.randn(128), torch.zeros(8, 128), 128, 128, 1e-5]),
+        "layer_norm": (
+            8,
+            128,
+            lambda: [torch.randn(8, 128), torch.randn(128), torch.randn(128), torch.zeros(8, 128), 128, 128, 1e-5],
+        ),
     }
     for name, (grid, block, args) in cases.items():
         t = time.perf_counter()

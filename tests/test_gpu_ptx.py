@@ -5,6 +5,7 @@ import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -123,3 +124,15 @@ def test_integer_remainder_kernel():
     r = gpu.run_ptx(ptx("bias_add_rem"), None, 2, 32, [x, b, torch.zeros(n), n, cols])
     assert torch.equal(r[2], x + b[torch.arange(n) % cols])
     assert "rem.s32" in {i.opcode for i in parse_ptx(ptx("bias_add_rem")).instrs}
+
+
+def test_divergent_ptx_reconverges():
+    from course_lib.gpu.reference import DIVERGENT_PTX
+
+    r = gpu.run_ptx(DIVERGENT_PTX, "divergent", 1, 64, [np.zeros(64, np.int32)])
+    i = np.arange(64)
+    assert np.array_equal(r[0], np.where(i % 2 == 0, 2 * i, i + 100))
+    w = r.warps[0]
+    assert w.divergence_efficiency < 1.0
+    store_pc = next(ins.index for ins in parse_ptx(DIVERGENT_PTX).instrs if ins.op == "st")
+    assert [x.active for x in r.timeline if x.pc == store_pc] == [32, 32]  # one full store per warp
