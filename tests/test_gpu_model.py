@@ -117,3 +117,22 @@ def test_device_scripts_cpu_parts():
     rec = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(rec)
     assert callable(rec.occupancy_effects)
+
+
+def test_record_gpu_kernels_run_in_interpreter():
+    import importlib.util
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("needs Triton's interpreter (course_lib sets it when no GPU is present)")
+    spec = importlib.util.spec_from_file_location("record_gpu", pathlib.Path(__file__).parents[1] / "device" / "record_gpu.py")
+    rec = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rec)
+    persist_copy, add_kernel = rec._kernels()
+    x = torch.randn(1000)
+    y = torch.zeros(1000)
+    persist_copy[(3,)](x, y, 1000, BLOCK=128, num_warps=2)
+    assert torch.equal(x, y)
+    z = torch.zeros(1000)
+    add_kernel[(1,)](x, y, z, 1000, BLOCK=1024, num_warps=4)
+    assert torch.equal(z, 2 * x)
