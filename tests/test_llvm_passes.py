@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import ctypes
-import pathlib
-
 import pytest
 
-from course_lib.llvm import analysis, backend, mcjit, passes, targets
+from course_lib.llvm import analysis, backend, examples, mcjit, passes, targets
 
-DATA = pathlib.Path(__file__).parent / "data" / "llvm"
-SUM_ALLOCA = (DATA / "sum_alloca.ll").read_text()  # clang -O0 style: allocas, loads, stores
-SUM_PHI = (DATA / "sum_phi.ll").read_text()  # the same loop in SSA form, typed pointers
+SUM_ALLOCA = examples.SUM_ALLOCA  # clang -O0 style: allocas, loads, stores
+SUM_PHI = examples.SUM_PHI  # the same loop in SSA form, typed pointers
 
 
 def _array(values):
@@ -145,3 +142,20 @@ def test_strength_reduction_leaves_signed_division_alone():
     src = SUM_PHI.replace("%s2 = add i64 %s, %x", "%xd = sdiv i64 %x, 4\n  %s2 = add i64 %s, %xd")
     _, rewrites = analysis.strength_reduce(src)
     assert rewrites == []
+
+
+def test_nested_loops_are_found_with_their_nesting():
+    fn = passes.parse(examples.NESTED_PHI).get_function("tri")
+    loops = {lp.header: lp.blocks for lp in analysis.find_loops(fn)}
+    assert set(loops) == {"outer", "inner"} and loops["inner"] < loops["outer"]
+    f = mcjit.compile_function(examples.NESTED_PHI, "tri", "i64", ["i64"])
+    assert [f(n) for n in range(6)] == [examples.tri_reference(n) for n in range(6)]
+
+
+def test_licm_hoists_the_invariant_product_in_the_o3_pipeline():
+    result = passes.run_pipeline(examples.HOIST_PHI, 3)
+    before, after = passes.pass_in_pipeline(result, "licm")
+    body_before = before.split("body:")[1]
+    body_after = after.split("body:")[1]
+    assert "mul i64 %k, %k" in body_before and "mul i64 %k, %k" not in body_after
+    assert any(s.scope.startswith("loop %") for s in result.snapshots)

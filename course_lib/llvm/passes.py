@@ -219,22 +219,23 @@ def _previous_text(snaps: Sequence[Snapshot], index: int, before: str) -> str:
 def run_pipeline(module, level: int = 3, tm=None, vectorize: bool = True, snapshots: bool = True) -> PipelineResult:
     """Run ``O<level>`` and keep the IR after every pass that ran on a function or the module.
 
-    Loop-pass dumps (they show one loop, not a function) are folded into the next function
-    snapshot. ``changed`` compares a function's text with its text after the previous pass.
+    LLVM is asked for module-scope dumps (``-print-module-scope``), so a loop pass's snapshot
+    shows the whole function too. ``changed`` compares with the text after the previous pass.
     """
     before = str(parse(module))
     if not snapshots:
         return PipelineResult(level, before, str(optimize(module, level, tm, vectorize)), [])
     llvm.set_option("", "-print-after-all")
+    llvm.set_option("", "-print-module-scope")  # loop passes too print the whole module
     try:
         mod, text = capture_stderr(lambda: optimize(module, level, tm, vectorize))
     finally:
         llvm.set_option("", "-print-after-all=false")
+        llvm.set_option("", "-print-module-scope=false")
     snaps: list[Snapshot] = []
     current = _function_text(before)
     for name, scope, body in split_dumps(text):
-        if scope.startswith(("loop", "<")) or "%" in scope:  # a loop dump: part of a function
-            continue
+        scope = scope.split(" in function")[0]  # "loop %cond in function f" -> "loop %cond"
         fn = _function_text(body) or current
         if not fn:
             continue
