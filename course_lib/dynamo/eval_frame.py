@@ -109,7 +109,15 @@ def run_frame(fn: Any, args: list, kwargs: dict, output: OutputGraph) -> Any:
         local_vars[name] = wrap(value, source)
     cells = {name: CellVar(wrap(f_locals[name], Source("L", name))) for name in code.co_freevars}
     translator = InstructionTranslator(code, local_vars, func.__globals__, output, cells)
-    result = translator.run()
+    nested = len(output.frames) > 1
+    if nested:  # a frame entered at a graph break has its own guards (Dynamo: its own cache entry)
+        outer_guards, output.guards = output.guards, {}
+    try:
+        result = translator.run()
+    finally:
+        if nested:
+            output.nested_guards.extend(output.guards.values())
+            output.guards = outer_guards
     output.traces = getattr(output, "traces", []) + [translator.trace]
     return result.as_python()
 
@@ -189,7 +197,7 @@ def explain(fn: Any, *args, **kwargs) -> ExplainOutput:
     reasons = [BreakReason(g.reason, g.frame, g.line) for g in output.graphs if g.graph_break]
     return ExplainOutput(
         graphs=graphs, graph_count=len(graphs), graph_break_count=len(graphs) - 1, break_reasons=reasons,
-        guards=list(output.guards.values()), ops_per_graph=[g.op_count for g in output.graphs],
+        guards=list(output.guards.values()) + output.nested_guards, ops_per_graph=[g.op_count for g in output.graphs],
         breaks=list(output.breaks), captured=list(output.graphs), out=result,
     )  # fmt: skip
 
@@ -235,6 +243,7 @@ class OptimizedFunction:
         self.backend = lookup_backend(backend)
         self.cache: list[CacheEntry] = []
         self.recompile_reasons: list[str] = []
+        self.recompile_details: list[list[str]] = []
         self.calls: list[str] = []  # "compile" | "hit" per call
         self.frames_seen: list[str] = []
 
@@ -249,8 +258,9 @@ class OptimizedFunction:
                 self.frames_seen.extend(output.__dict__.get("frames_seen", []))
                 return result
             failures.append(failure)
-        if failures:
-            self.recompile_reasons.append(failures[-1])
+        if failures:  # one failure per cache entry; the first entry's is the one shown
+            self.recompile_reasons.append(failures[0])
+            self.recompile_details.append(failures)
         compiled_cache: dict = {}
         result, output = capture(self.fn, args, kwargs, self.backend, compiled_cache)
         self.cache.append(CacheEntry(list(output.guards.values()), compiled_cache, list(output.graphs)))

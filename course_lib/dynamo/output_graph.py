@@ -60,6 +60,7 @@ class OutputGraph:
         self.compiled_cache = compiled_cache if compiled_cache is not None else {}
         self.graphs: list[CapturedGraph] = []
         self.guards: dict[tuple, Guard] = {}
+        self.nested_guards: list[Guard] = []  # guards of frames entered at graph breaks
         self.breaks: list[BreakRecord] = []
         self.frames: list[str] = []
         self.graph_id = 0
@@ -131,9 +132,9 @@ class OutputGraph:
     def compile_and_run(self, live: list[Var], reason: str, graph_break: bool, frame: str, line: int | None) -> None:
         """Finish the current graph with the live tensors it computed as outputs, compile, run."""
         outputs = [v for v in _tensors_in(live) if v.graph_id == self.graph_id and v.node is not None]
+        self.graph.output(tuple(v.node for v in outputs))
+        self.graph.eliminate_dead_code()
         if any(n.op.startswith("call_") for n in self.graph.nodes):
-            self.graph.output(tuple(v.node for v in outputs))
-            self.graph.eliminate_dead_code()
             key = str(self.graph)
             if key not in self.compiled_cache:
                 example = [v.value for _, v in self.inputs]
@@ -162,6 +163,14 @@ def _tensors_in(values: list[Var]) -> list[TensorVar]:
                 visit(x)
         elif hasattr(v, "contents") and v.contents is not None:
             visit(v.contents)
+        elif hasattr(v, "obj"):  # a bound method about to be called: x.sum().item
+            visit(v.obj)
+        elif hasattr(v, "closure"):
+            for c in v.closure:
+                visit(c)
+        elif isinstance(getattr(v, "items", None), list):  # an iterator
+            for x in v.items:
+                visit(x)
 
     for v in values:
         visit(v)
@@ -169,8 +178,6 @@ def _tensors_in(values: list[Var]) -> list[TensorVar]:
 
 
 def _clean(name: str) -> str:
-    """``L['self'].lin`` -> ``L_self_lin`` (Dynamo names graph inputs the same way)."""
-    out = "".join(c if c.isalnum() else "_" for c in name)
-    while "__" in out:
-        out = out.replace("__", "_")
-    return out.strip("_") or "tensor"
+    """``L['x']`` -> ``L_x_``, ``L['self'].lin`` -> ``L_self__lin`` (as Dynamo names graph inputs)."""
+    out = "".join(c if c.isalnum() else "_" for c in name.replace("'", ""))
+    return out if out and not out[0].isdigit() else "t_" + out

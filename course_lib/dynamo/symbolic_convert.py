@@ -450,6 +450,9 @@ class InstructionTranslator:
     def RAISE_VARARGS(self, inst):
         raise Unsupported("raise: exceptions are not modelled")
 
+    def RERAISE(self, inst):  # exception-cleanup blocks (3.12 inlined comprehensions): never reached normally
+        raise Unsupported("exceptions are not modelled")
+
     def BEFORE_WITH(self, inst):
         raise Unsupported("with blocks are not modelled")
 
@@ -511,6 +514,9 @@ class InstructionTranslator:
             return [ConstVar(k) for k in value.items]
         if isinstance(value, TensorVar):
             return [self.getitem(value, ConstVar(i)) for i in range(value.value.shape[0])]
+        if isinstance(value, ModuleVar) and isinstance(value.value, (torch.nn.Sequential, torch.nn.ModuleList)):
+            src = value.source
+            return [self.use(wrap(m, src.item(i) if src else None)) for i, m in enumerate(value.value)]
         if isinstance(value, ConstVar) and isinstance(value.value, (range, tuple, list, str, torch.Size)):
             return [ConstVar(v) for v in value.value]
         raise Unsupported(f"cannot iterate over {value.describe()}")
@@ -759,7 +765,8 @@ class InstructionTranslator:
             return total
         if fn in (min, max) and len(args) == 2 and _has_tensor(args):
             raise Unsupported(f"{name} of tensors needs the data")
-        if fn in FOLDABLE_BUILTINS and not _has_tensor(list(args) + list(kwargs.values())):
+        pure = fn in FOLDABLE_BUILTINS or getattr(fn, "__module__", None) in ("math", "_operator", "operator")
+        if pure and not _has_tensor(list(args) + list(kwargs.values())):
             return wrap(fn(*[a.as_python() for a in args], **{k: v.as_python() for k, v in kwargs.items()}))
         raise Unsupported(f"builtin {name} is not supported")
 
@@ -791,11 +798,15 @@ def bind_arguments(code: types.CodeType, defaults: tuple, kwdefaults: dict, args
     """Bind call arguments to parameter names, as CPython does when it makes the frame."""
     dummy = types.FunctionType(code, {}, code.co_name, defaults or None, tuple(types.CellType() for _ in code.co_freevars) or None)
     dummy.__kwdefaults__ = dict(kwdefaults) or None
-    bound = inspect.signature(dummy).bind(*args, **kwargs)
+    sig = inspect.signature(dummy)
+    bound = sig.bind(*args, **kwargs)
     bound.apply_defaults()
+    # inspect renames a comprehension's ".0" argument to "implicit0"; the frame uses co_varnames
+    real_names = dict(zip(sig.parameters, code.co_varnames))
     out = {}
     for name, value in bound.arguments.items():
-        kind = inspect.signature(dummy).parameters[name].kind
+        kind = sig.parameters[name].kind
+        name = real_names.get(name, name)
         if kind is inspect.Parameter.VAR_POSITIONAL:
             value = ListVar(list(value), "tuple")
         elif kind is inspect.Parameter.VAR_KEYWORD:
