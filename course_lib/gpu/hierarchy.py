@@ -30,7 +30,7 @@ def hierarchy_rows() -> tuple[list, list]:
     headers = ["GPU", "SMs", "regs/SM KiB", "shared max/SM KiB", "L2 MiB", "HBM GB", "HBM GB/s",
                "L2 lat (cyc, approx)", "HBM lat (cyc, approx)", "FP32 TFLOP/s", "BF16 TC TFLOP/s"]  # fmt: skip
     rows = [[name, d["sms"], d["registers_per_sm_bytes"] // 1024, d["shared_max_per_sm_bytes"] // 1024,
-             d["l2_bytes"] // 2**20, round(d["hbm_bytes"] / 1e9), d["hbm_bandwidth_gbs"],
+             d["l2_bytes"] // 2**20, d["hbm_gb"], d["hbm_bandwidth_gbs"],
              d["latency_cycles_approx"]["l2"], d["latency_cycles_approx"]["hbm"],
              d["peak_fp32_tflops"], d["peak_bf16_tensor_tflops"]] for name, d in g.items()]  # fmt: skip
     return rows, headers
