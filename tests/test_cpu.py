@@ -248,3 +248,14 @@ def test_method_body_finds_sleef_in_header_text():
 def test_sleef_calls_from_installed_aten_header():
     calls = iv.sleef_calls(["exp", "tanh"], capability="AVX2")
     assert calls == {"exp": "Sleef_expf8_u10", "tanh": "Sleef_tanhf8_u10"}
+
+
+@needs_gcc
+def test_compile_cpp_kernel_with_gxx():
+    src = 'extern "C" float twice(float x) { return 2.0f * x; }\n'
+    import ctypes
+
+    lib = build.compile_c(src, "-O2", lang="c++")
+    assert lib.fn("twice", [ctypes.c_float], ctypes.c_float)(1.5) == 3.0
+    with pytest.raises(build.CompileError):  # the same text is not C
+        build.compile_c(src, "-O2")

@@ -306,40 +306,43 @@ def cache_key(source: str, flags: Sequence[str]) -> str:
     return h.hexdigest()
 
 
-def compile_c(source: str, flags: str | Sequence[str] = DEFAULT_FLAGS, *, libs: Sequence[str] = ("-lm",)) -> CompiledC:
+def compile_c(source: str, flags: str | Sequence[str] = DEFAULT_FLAGS, *, libs: Sequence[str] = ("-lm",),
+              lang: str = "c") -> CompiledC:
     """Compile ``source`` into a cached shared object and load it.
 
     ``flags`` are gcc's (``"-O3 -march=native"``, ``"-O2"``, ``"-O3 -fopenmp"``...); the course
     adds ``-shared -fPIC`` and the vectorisation-remark options itself. Returns a
     :class:`CompiledC` with ``lib``, ``report``, ``remarks`` and ``asm``. Raises
     :class:`CompileError` with gcc's diagnostics when the source does not compile.
+    ``lang="c++"`` compiles with g++ instead (file ``kernel.cpp``), for generated C++ kernels.
     """
     if not env.has_gcc():
         raise CompileError("gcc is not on PATH; install gcc (Debian: apt-get install gcc) to run Module 6")
     flags = _split_flags(flags)
-    key = cache_key(source, flags)
+    key = cache_key(source, (*flags, f"lang={lang}"))
     folder = env.cache_dir() / "cpu" / key[:20]
     so = folder / "kernel.so"
     if not so.exists():
-        _build(folder, source, flags, libs)
+        _build(folder, source, flags, libs, lang)
     remarks_text = (folder / "vec.txt").read_text()
     return CompiledC(source, flags, key, ctypes.CDLL(str(so)), parse_remarks(remarks_text),
                      summarise_loops(parse_remarks(remarks_text), source),
                      Assembly(parse_objdump((folder / "asm.txt").read_text())), remarks_text)
 
 
-def _build(folder: pathlib.Path, source: str, flags: Sequence[str], libs: Sequence[str]) -> None:
+def _build(folder: pathlib.Path, source: str, flags: Sequence[str], libs: Sequence[str], lang: str = "c") -> None:
     """gcc + objdump into a private temp folder, then rename into place (safe under pytest-xdist)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = folder.parent / f"{folder.name}.tmp{os.getpid()}"
     tmp.mkdir(exist_ok=True)
-    (tmp / SOURCE_NAME).write_text(source)
-    cmd = ["gcc", *flags, "-shared", "-fPIC", "-fopt-info-vec-optimized-missed=vec.txt",
-           SOURCE_NAME, "-o", "kernel.so", *libs]  # fmt: skip
+    name, compiler = (SOURCE_NAME, "gcc") if lang == "c" else ("kernel.cpp", "g++")
+    (tmp / name).write_text(source)
+    cmd = [compiler, *flags, "-shared", "-fPIC", "-fopt-info-vec-optimized-missed=vec.txt",
+           name, "-o", "kernel.so", *libs]  # fmt: skip
     (tmp / "vec.txt").unlink(missing_ok=True)  # gcc appends to an existing remarks file
     done = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise CompileError(f"gcc {' '.join(flags)} failed:\n{done.stderr.strip()}")
+        raise CompileError(f"{compiler} {' '.join(flags)} failed:\n{done.stderr.strip()}")
     if not (tmp / "vec.txt").exists():
         (tmp / "vec.txt").write_text("")
     dis = ["objdump", "-d", "--no-show-raw-insn", "kernel.so"]

@@ -162,3 +162,26 @@ def annotate(kernel: CppKernel, capability: str | None = None) -> str:
             note = f"steps by {steps}: {'vector' if int(steps) > 1 else 'scalar'} loop"
         out.append(f"{line}  // <<< {note}" if note else line)
     return "\n".join(out)
+
+
+def course_cpp(fn, *args) -> str | None:
+    """course_lib.inductor's (Module 4) C++ for ``fn``, or None when that package is absent or fails.
+
+    Uses its ``compile_fx`` as the torch.compile backend and its ``record`` hook, which keeps
+    each compiled graph's ``kernel_code``.
+    """
+    try:
+        import functools
+
+        import torch
+
+        from course_lib import inductor as course_inductor
+
+        record: list = []
+        torch.compiler.reset()
+        torch.compile(fn, backend=functools.partial(course_inductor.compile_fx, record=record))(*args)
+        torch.compiler.reset()
+    except Exception:  # noqa: BLE001 - Module 4 missing or unable: the notebook says so
+        return None
+    codes = [entry[1].kernel_code for entry in record if entry[0] == "compiled"]
+    return codes[0] if codes else None
