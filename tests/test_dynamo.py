@@ -50,7 +50,7 @@ def test_frame_view_of_a_real_frame():
 
 
 def test_handlers_cover_every_opcode_the_corpus_uses_on_311():
-    src = (Path(__file__).parent / "dynamo_corpus.py").read_text()
+    src = (Path(__file__).parent / "data" / "dynamo" / "corpus.py").read_text()
     used = set()
 
     def walk(code):
@@ -81,7 +81,7 @@ def test_handlers_cover_the_corpus_on_312():
         "walk(compile(src, 'c.py', 'exec'), True)\n"
         "print(json.dumps({'used': sorted(used), 'opnames': [n for n in dis.opname if not n.startswith('<')]}))\n"
     )
-    out = subprocess.run([str(PY312), "-c", script, str(Path(__file__).parent / "dynamo_corpus.py")],
+    out = subprocess.run([str(PY312), "-c", script, str(Path(__file__).parent / "data" / "dynamo" / "corpus.py")],
                          capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
     info = json.loads(out.stdout)
     class_body = {"LOAD_NAME", "STORE_NAME", "LOAD_SUPER_ATTR", "LOAD_BUILD_CLASS", "STORE_ATTR"}

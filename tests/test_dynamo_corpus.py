@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-from dynamo_corpus import CASES  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parent / "data" / "dynamo"))
+from corpus import CASES  # noqa: E402
 
 from course_lib import compat, dynamo  # noqa: E402
 

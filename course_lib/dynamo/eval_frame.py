@@ -108,7 +108,8 @@ def run_frame(fn: Any, args: list, kwargs: dict, output: OutputGraph) -> Any:
             value = tuple(value)
         local_vars[name] = wrap(value, source)
     cells = {name: CellVar(wrap(f_locals[name], Source("L", name))) for name in code.co_freevars}
-    translator = InstructionTranslator(code, local_vars, func.__globals__, output, cells)
+    translator_cls = getattr(output, "translator_cls", None) or InstructionTranslator
+    translator = translator_cls(code, local_vars, func.__globals__, output, cells)
     nested = len(output.frames) > 1
     if nested:  # a frame entered at a graph break has its own guards (Dynamo: its own cache entry)
         outer_guards, output.guards = output.guards, {}
@@ -179,9 +180,14 @@ class ExplainOutput:
 
 
 def capture(fn: Any, args: tuple, kwargs: dict | None = None, backend: str | Callable = "eager",
-            compiled_cache: dict | None = None) -> tuple[Any, OutputGraph]:  # fmt: skip
-    """Translate ``fn(*args)`` once: (result, OutputGraph with graphs, guards, breaks)."""
+            compiled_cache: dict | None = None, translator_cls: type | None = None) -> tuple[Any, OutputGraph]:  # fmt: skip
+    """Translate ``fn(*args)`` once: (result, OutputGraph with graphs, guards, breaks).
+
+    ``translator_cls`` (a subclass of InstructionTranslator) is the hook a lab uses to plug in
+    opcode handlers written by the learner.
+    """
     output = OutputGraph(lookup_backend(backend), compiled_cache)
+    output.translator_cls = translator_cls
     prior = compat.dynamo_set_eval_frame(_frame_logger(output))
     try:
         result = run_frame(fn, list(args), dict(kwargs or {}), output)
@@ -190,9 +196,9 @@ def capture(fn: Any, args: tuple, kwargs: dict | None = None, backend: str | Cal
     return result, output
 
 
-def explain(fn: Any, *args, **kwargs) -> ExplainOutput:
+def explain(fn: Any, *args, translator_cls: type | None = None, **kwargs) -> ExplainOutput:
     """Graphs, graph breaks and guards for ``fn(*args)`` (like ``torch._dynamo.explain(fn)(*args)``)."""
-    result, output = capture(fn, args, kwargs)
+    result, output = capture(fn, args, kwargs, translator_cls=translator_cls)
     graphs = [g.graph for g in output.graphs]
     reasons = [BreakReason(g.reason, g.frame, g.line) for g in output.graphs if g.graph_break]
     return ExplainOutput(

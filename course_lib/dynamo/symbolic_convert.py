@@ -787,7 +787,7 @@ class InstructionTranslator:
         else:
             code, globs, defaults, kwdefaults, cells = fn.code, fn.globals, fn.defaults, fn.kwdefaults, fn.closure
         bound = bind_arguments(code, defaults, kwdefaults, args, kwargs)
-        child = InstructionTranslator(code, bound, globs, self.output, dict(zip(code.co_freevars, cells)), parent=self)
+        child = type(self)(code, bound, globs, self.output, dict(zip(code.co_freevars, cells)), parent=self)
         child.eager = self.eager
         result = child.run()
         self.trace.extend("  " + t for t in child.trace)

@@ -1,4 +1,4 @@
-"""A corpus of small functions for course_lib.dynamo, each with the graph / break counts the
+"""A corpus of small functions for course_lib.dynamo (imported by tests/test_dynamo_corpus.py), each with the graph / break counts the
 real torch._dynamo.explain gives (checked live by tests/test_dynamo_corpus.py).
 
 Each case: (name, fn, make_args, expected (graph_count, graph_break_count, len(break_reasons))).
