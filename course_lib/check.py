@@ -148,10 +148,14 @@ def _numel(value: Any) -> int:
 
 
 def equal(expected: Any, got: Any) -> Verdict:
-    """Plain ``==`` (for tensors, use :func:`close`)."""
+    """``==``; arrays and tensors must have the same shape and equal elements everywhere."""
+    if hasattr(expected, "shape") or hasattr(got, "shape"):
+        if getattr(expected, "shape", None) != getattr(got, "shape", None):
+            return Verdict(False, f"shape {getattr(got, 'shape', None)} but expected {getattr(expected, 'shape', None)}")
     try:
-        ok = bool(expected == got)
-    except Exception:  # e.g. ambiguous truth value of an array
+        result = expected == got
+        ok = bool(result.all()) if hasattr(result, "all") else bool(result)
+    except Exception:  # values that cannot be compared
         ok = False
     return Verdict(ok, "" if ok else "the answer differs from the expected value")
 

@@ -135,3 +135,11 @@ def test_module_level_run_uses_the_latest_lab():
     lab = check.Lab("latest")
     check.run("q", lambda: 1, expected=1)
     assert "q" in lab.results
+
+
+def test_equal_handles_arrays_and_tensors():
+    assert check.equal(np.arange(3), np.arange(3)).ok
+    assert not check.equal(np.arange(3), np.array([0, 1, 5])).ok
+    assert "shape" in check.equal(np.zeros(3), np.zeros(4)).message
+    assert check.equal(torch.ones(2, 2), torch.ones(2, 2)).ok
+    assert check.equal([1, 2], [1, 2]).ok and not check.equal({"a"}, {"b"}).ok
