@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+
 import pytest
 
 from course_lib.llvm import analysis, backend, examples, mcjit, passes, targets
