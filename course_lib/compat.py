@@ -176,6 +176,44 @@ def dynamo_run_frame_normally():
 # ---------------------------------------------------------------------------
 
 
+def inductor_decomposition_table():
+    """Inductor's decomposition table, with ``torch._inductor.lowering`` imported first.
+
+    Some entries (max-pool with indices) consult ``torch._inductor.lowering`` while tracing and
+    fail with an AttributeError unless that module has been imported.
+    """
+    require("torch._inductor.lowering")
+    return inductor_decompositions()
+
+
+def inductor_aot_module(gm, example_inputs, fw_compiler, bw_compiler, decompositions):
+    """``torch._functorch.aot_autograd.aot_module_simplified``: what Inductor's compile_fx runs.
+
+    The compilers receive the forward and the backward ATen graph; they return boxed callables.
+    """
+    aot = require("torch._functorch.aot_autograd", "aot_module_simplified")
+    return aot(gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler, decompositions=decompositions)
+
+
+def register_dynamo_backend(name, compiler_fn) -> None:
+    """Make ``torch.compile(backend=name)`` find ``compiler_fn`` (Dynamo's backend registry).
+
+    Installed packages can also declare the backend in the ``torch_dynamo_backends``
+    entry-point group, which ``torch._dynamo.backends.registry`` reads lazily.
+    """
+    registry = require("torch._dynamo.backends.registry")
+    if name in getattr(registry, "_COMPILER_FNS", {}):
+        return
+    registry.register_backend(compiler_fn=compiler_fn, name=name)
+
+
+def inductor_output_code_with_config(fn, *args, **config):
+    """Like :func:`inductor_output_code`, with ``torch._inductor.config`` patched (e.g. fusion off)."""
+    patch = require("torch._inductor.config", "patch")
+    with patch(**config):
+        return inductor_output_code(fn, *args)
+
+
 # ---------------------------------------------------------------------------
 # gpu (Module 5)
 # ---------------------------------------------------------------------------

@@ -1,0 +1,37 @@
+"""course_lib.inductor: a small Inductor: loop IR, fusion, C++/OpenMP and Triton code, a backend.
+
+Teaches ``torch/_inductor`` (lowering.py, ir.py, scheduler.py, codegen/cpp.py,
+codegen/triton.py, codegen/wrapper.py, compile_fx.py). The pipeline, one module per stage::
+
+    ATen FX graph --lowering--> GraphIR (buffers, sympy indices)   ir.py / lowering.py
+        --scheduler--> Schedule (fused kernels, memory plan)       scheduler.py
+        --cpp / triton_codegen--> kernel source -> .so / Triton    cpp.py / triton_codegen.py
+        --wrapper--> Python ``call(args)``                          wrapper.py
+    compile_fx(gm, example_inputs): the torch.compile backend      backend.py
+
+Use it as ``torch.compile(model, backend=course_lib.inductor.compile_fx)`` or
+``backend="course_lib"`` (registered with Dynamo when this package is imported).
+"""
+
+from __future__ import annotations
+
+from course_lib.inductor.backend import CompiledGraph, compile_fx, compile_graph, inner_compiler, schedule_graph
+from course_lib.inductor.ir import Buffer, GraphIR
+from course_lib.inductor.lowering import LOWERINGS, Unsupported, lower
+from course_lib.inductor.scheduler import can_fuse, fuse, kernel_stats, ladder, schedule_stats, unfused
+
+__all__ = [
+    "LOWERINGS", "Buffer", "CompiledGraph", "GraphIR", "Unsupported", "can_fuse", "compile_fx", "compile_graph",
+    "fuse", "inner_compiler", "kernel_stats", "ladder", "lower", "register", "schedule_graph", "schedule_stats",
+    "unfused",
+]  # fmt: skip
+
+
+def register() -> None:
+    """Register :func:`compile_fx` with Dynamo under the name ``"course_lib"``."""
+    from course_lib import compat
+
+    compat.register_dynamo_backend("course_lib", compile_fx)
+
+
+register()

@@ -1,0 +1,270 @@
+"""C++/OpenMP code generation from kernel plans, built with gcc and loaded with ctypes.
+
+Teaches ``torch/_inductor/codegen/cpp.py`` (``CppKernel``, ``CppOverrides``: one C++
+expression per ``ops.*`` op) and ``torch/_inductor/codecache.py`` (``CppCodeCache``: the
+source is hashed, compiled once, and the shared object loaded from the cache afterwards).
+
+Position: :class:`KernelPlan` -> C++ source (one ``extern "C"`` function per kernel) -> ``.so``.
+
+Outer loops carry ``#pragma omp parallel for``; the innermost loop carries ``#pragma omp simd``
+(with a ``reduction`` clause for accumulators), which lets gcc -O3 vectorise it without
+-ffast-math. Inductor instead emits explicit ``at::vec::Vectorized<float>`` code and tails.
+Every intermediate value is a scalar ``tmpN`` (common subexpressions computed once per loop
+level); values that do not depend on the inner loop are hoisted above it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import math
+import os
+import subprocess
+import tempfile
+
+import sympy
+
+from course_lib.inductor.ir import Const, FloorDiv, IndexValue, Load, ModIdx, Op
+from course_lib.inductor.scheduler import Acc, KernelPlan, kernel_vars
+
+CTYPE = {"float32": "float", "float64": "double", "int64": "int64_t", "int32": "int32_t", "int16": "int16_t",
+         "int8": "int8_t", "uint8": "uint8_t", "bool": "bool"}  # fmt: skip
+
+#: ops.* -> C++ (``CppOverrides``); {t} is the C type of the result.
+CPP_RULES = {
+    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "truediv": "{0} / {1}",
+    "neg": "-{0}", "exp": "std::exp({0})", "log": "std::log({0})", "sqrt": "std::sqrt({0})",
+    "rsqrt": "({t})1 / std::sqrt({0})", "tanh": "std::tanh({0})", "erf": "std::erf({0})",
+    "sigmoid": "({t})1 / (({t})1 + std::exp(-{0}))", "relu": "std::max({0}, ({t})0)",
+    "abs": "std::abs({0})", "reciprocal": "({t})1 / {0}", "sin": "std::sin({0})", "cos": "std::cos({0})",
+    "log1p": "std::log1p({0})", "expm1": "std::expm1({0})", "floor": "std::floor({0})", "ceil": "std::ceil({0})",
+    "maximum": "std::max({0}, {1})", "minimum": "std::min({0}, {1})", "pow": "std::pow({0}, {1})",
+    "lt": "{0} < {1}", "le": "{0} <= {1}", "gt": "{0} > {1}", "ge": "{0} >= {1}", "eq": "{0} == {1}", "ne": "{0} != {1}",
+    "logical_not": "!{0}", "logical_and": "{0} && {1}", "logical_or": "{0} || {1}",
+    "where": "{0} ? {1} : {2}", "fma": "std::fma({0}, {1}, {2})", "to_dtype": "static_cast<{t}>({0})",
+}  # fmt: skip
+
+REDUCTION_INIT = {"sum": "0", "max": "-std::numeric_limits<{t}>::infinity()", "min": "std::numeric_limits<{t}>::infinity()"}
+REDUCTION_INIT_INT = {"sum": "0", "max": "std::numeric_limits<{t}>::lowest()", "min": "std::numeric_limits<{t}>::max()"}
+REDUCTION_COMBINE = {"sum": "{acc} = {acc} + {v};", "max": "{acc} = std::max({acc}, {v});", "min": "{acc} = std::min({acc}, {v});"}
+OMP_REDUCTION = {"sum": "+", "max": "max", "min": "min"}
+
+HEADER = """#include <cmath>
+#include <cstdint>
+#include <algorithm>
+#include <limits>
+"""
+
+PARALLEL_THRESHOLD = 32768  # elements; smaller loops are not worth waking OpenMP's threads
+
+
+def cpp_index(expr, names: dict | None = None) -> str:
+    """Print a sympy index expression as C (``FloorDiv`` -> ``/``, ``ModIdx`` -> ``%``)."""
+    names = names or {}
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        return str(int(expr))
+    if expr.is_Symbol:
+        return names.get(expr.name, expr.name)
+    if isinstance(expr, FloorDiv):
+        return f"(({cpp_index(expr.args[0], names)}) / {cpp_index(expr.args[1], names)})"
+    if isinstance(expr, ModIdx):
+        return f"(({cpp_index(expr.args[0], names)}) % {cpp_index(expr.args[1], names)})"
+    if expr.is_Add:
+        terms = sorted(expr.args, key=lambda a: (a.is_Integer, sympy.default_sort_key(a)))
+        return " + ".join(cpp_index(a, names) for a in terms)
+    if expr.is_Mul:
+        return "*".join(cpp_index(a, names) for a in sorted(expr.args, key=sympy.default_sort_key))
+    raise ValueError(f"cannot print index {expr}")
+
+
+def cpp_const(value, dtype) -> str:
+    if dtype == "bool":
+        return "true" if value else "false"
+    if dtype in ("float32", "float64"):
+        v = float(value)
+        if math.isinf(v):
+            return ("-" if v < 0 else "") + f"std::numeric_limits<{CTYPE[dtype]}>::infinity()"
+        if math.isnan(v):
+            return f"std::numeric_limits<{CTYPE[dtype]}>::quiet_NaN()"
+        return f"static_cast<{CTYPE[dtype]}>({v!r})"
+    return f"static_cast<{CTYPE[dtype]}>({int(value)})"
+
+
+def depends_on(expr, symbols: set) -> bool:
+    """Does the value change with any of ``symbols`` (the inner loop variables)?"""
+    if isinstance(expr, Load):
+        return bool(sympy.sympify(expr.index).free_symbols & symbols) or any(depends_on(e, symbols) for _, e in expr.indirect)
+    if isinstance(expr, IndexValue):
+        return bool(sympy.sympify(expr.index).free_symbols & symbols)
+    if isinstance(expr, Op):
+        return any(depends_on(a, symbols) for a in expr.args)
+    return False
+
+
+class Scope:
+    """Lines at one loop level, with a CSE table (expression -> tmp name)."""
+
+    def __init__(self, parent=None):
+        self.lines: list[str] = []
+        self.cse: dict = {}
+        self.parent = parent
+
+    def lookup(self, key):
+        s = self
+        while s is not None:
+            if key in s.cse:
+                return s.cse[key]
+            s = s.parent
+        return None
+
+
+class CppKernel:
+    """Generate one kernel function from its plan."""
+
+    def __init__(self, name: str, plan: KernelPlan, ptrs: dict[str, str], dtypes: dict[str, str]):
+        self.name, self.plan, self.ptrs, self.dtypes = name, plan, ptrs, dtypes
+        self.counter = 0
+        self.accs: dict[str, str] = {}
+        self.inner_syms = set(kernel_vars(plan.group)[1])
+
+    def tmp(self) -> str:
+        self.counter += 1
+        return f"tmp{self.counter - 1}"
+
+    def emit(self, expr, outer: Scope, inner: Scope) -> str:
+        """Emit ``expr`` at the outermost scope where it is invariant; return its name."""
+        scope = inner if depends_on(expr, self.inner_syms) else outer
+        hit = scope.lookup(expr)
+        if hit:
+            return hit
+        if isinstance(expr, Acc):
+            return self.accs[expr.buf]
+        if isinstance(expr, Const):
+            return cpp_const(expr.value, expr.dtype)
+        if isinstance(expr, IndexValue):
+            code = f"static_cast<{CTYPE[expr.dtype]}>({cpp_index(expr.index)})"
+        elif isinstance(expr, Load):
+            names = {}
+            for s, e in expr.indirect:
+                names[s.name] = self.emit(e, outer, inner)
+            code = f"{self.ptrs[expr.buf]}[{cpp_index(expr.index, names)}]"
+        else:
+            args = [self.emit(a, outer, inner) for a in expr.args]
+            code = CPP_RULES[expr.op].format(*args, t=CTYPE[expr.dtype])
+        name = self.tmp()
+        scope.lines.append(f"{CTYPE[expr.dtype]} {name} = {code};")
+        scope.cse[expr] = name
+        return name
+
+    def loops(self, sizes, syms, body: list[str], pragma_inner: str, pragma_outer: str | None) -> list[str]:
+        lines, indent = [], ""
+        for d, (size, s) in enumerate(zip(sizes, syms)):
+            if d == 0 and pragma_outer:
+                lines.append(indent + pragma_outer)
+            if d == len(sizes) - 1 and pragma_inner:
+                lines.append(indent + pragma_inner)
+            lines.append(f"{indent}for (int64_t {s} = 0; {s} < {size}; {s}++)")
+            indent += "    "
+        if not sizes:
+            return ["{"] + ["    " + ln for ln in body] + ["}"]
+        return lines[:-0 or None] + [indent[:-4] + "{"] + [indent + ln for ln in body] + [indent[:-4] + "}"]
+
+    def phase_code(self, phase, outer: Scope) -> None:
+        outer_sizes, inner_sizes = self.plan.group
+        xs, rs = kernel_vars(self.plan.group)
+        inner = Scope(outer)
+        clauses = {}
+        for buf, rtype, expr, dtype in phase.reductions:
+            acc = f"acc_{buf}"
+            table = REDUCTION_INIT if dtype in ("float32", "float64") else REDUCTION_INIT_INT
+            outer.lines.append(f"{CTYPE[dtype]} {acc} = {table[rtype].format(t=CTYPE[dtype])};")
+            v = self.emit(expr, outer, inner)
+            inner.lines.append(REDUCTION_COMBINE[rtype].format(acc=acc, v=v))
+            clauses.setdefault(OMP_REDUCTION[rtype], []).append(acc)
+        for buf, index, expr, dtype in phase.stores:
+            v = self.emit(expr, outer, inner)
+            target = inner if index.free_symbols & self.inner_syms or not inner_sizes else outer
+            (target if inner_sizes else outer).lines.append(f"{self.ptrs[buf]}[{cpp_index(index)}] = {v};")
+        red = " ".join(f"reduction({op}:{','.join(a)})" for op, a in sorted(clauses.items()))
+        simd = f"#pragma omp simd {red}".rstrip()
+        par = None
+        if not outer_sizes and math.prod(inner_sizes) >= PARALLEL_THRESHOLD:
+            par = f"#pragma omp parallel for {red}".rstrip()
+        if inner_sizes:
+            outer.lines.extend(self.loops(inner_sizes, rs, inner.lines, simd, par))
+        for buf, *_ in phase.reductions:
+            self.accs[buf] = f"acc_{buf}"
+
+    def source(self) -> str:
+        outer_sizes, _ = self.plan.group
+        xs, _ = kernel_vars(self.plan.group)
+        outer = Scope()
+        for phase in self.plan.phases:
+            self.phase_code(phase, outer)
+        for buf, index, expr, dtype in self.plan.outer_stores:
+            v = self.emit(expr, outer, outer)
+            outer.lines.append(f"{self.ptrs[buf]}[{cpp_index(index)}] = {v};")
+        params = [f"const {CTYPE[self.dtypes[b]]}* __restrict__ {self.ptrs[b]}" for b in self.plan.reads]
+        params += [f"{CTYPE[self.dtypes[b]]}* __restrict__ {self.ptrs[b]}" for b in self.plan.writes]
+        lines = [f'extern "C" void {self.name}({", ".join(params)})', "{"]
+        if outer_sizes:
+            collapse = f" collapse({len(outer_sizes)})" if len(outer_sizes) > 1 else ""
+            par = f"#pragma omp parallel for{collapse}" if math.prod(outer_sizes) > 1 else None
+            body = self.loops(outer_sizes, xs, outer.lines, None, par)
+        else:
+            body = outer.lines
+        lines += ["    " + ln for ln in body] + ["}"]
+        return "\n".join(lines)
+
+
+def pointer_names(plan: KernelPlan) -> dict[str, str]:
+    ptrs = {b: f"in_ptr{i}" for i, b in enumerate(plan.reads)}
+    ptrs.update({b: f"out_ptr{i}" for i, b in enumerate(plan.writes)})
+    return ptrs
+
+
+def kernel_source(name: str, plan: KernelPlan, dtypes: dict[str, str]) -> str:
+    return CppKernel(name, plan, pointer_names(plan), dtypes).source()
+
+
+# ---------------------------------------------------------------------------
+# build and load (CppCodeCache)
+# ---------------------------------------------------------------------------
+
+CFLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-fno-math-errno", "-std=c++17"]
+
+
+def compile_source(source: str, flags=None) -> str:
+    """Compile ``source`` into a shared object cached by the hash of source and flags; return its path."""
+    from course_lib import env
+
+    flags = list(flags or CFLAGS)
+    key = hashlib.sha256((source + " ".join(flags)).encode()).hexdigest()[:20]
+    out_dir = env.cache_dir() / "inductor"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    so = out_dir / f"k{key}.so"
+    if so.exists():
+        return str(so)
+    src = out_dir / f"k{key}.cpp"
+    src.write_text(source)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
+    os.close(fd)
+    proc = subprocess.run(["g++", *flags, str(src), "-o", tmp], capture_output=True, text=True)
+    if proc.returncode != 0:
+        os.unlink(tmp)
+        raise RuntimeError(f"g++ failed on {src.name}:\n{proc.stderr[-3000:]}")
+    os.replace(tmp, so)
+    return str(so)
+
+
+def load(path: str, names: list[str]) -> dict:
+    """``ctypes`` handles for the named kernel functions (every argument a ``void*``)."""
+    lib = ctypes.CDLL(path)
+    fns = {}
+    for n in names:
+        f = getattr(lib, n)
+        f.restype = None
+        fns[n] = f
+    fns["__lib__"] = lib
+    return fns

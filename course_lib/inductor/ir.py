@@ -1,0 +1,326 @@
+"""Loop-level IR: the buffers and per-element bodies Inductor's lowering produces.
+
+Teaches ``torch/_inductor/ir.py`` (``Pointwise``, ``Reduction``, ``ComputedBuffer``,
+``ExternKernel``) and the ``ops.*`` vocabulary of ``torch/_inductor/virtualized.py``.
+
+Position: ATen FX graph --lowering.py--> **GraphIR** (this file) --scheduler.py--> kernels.
+
+Each realized buffer is one node. Its body is an expression tree that computes one element,
+given the node's index variables ``i0, i1, ...`` (one per output dimension) and, for a
+reduction, ``r0, r1, ...`` (one per reduced dimension). Memory is touched only through
+:class:`Load` with a sympy index expression, so "which element of which buffer" is plain
+algebra that fusion and code generation can compare and substitute.
+
+Simplified against Inductor: static shapes only, every buffer is contiguous except graph
+inputs and extern outputs, every pointwise op is realized (Inductor already inlines pointwise
+chains while lowering; here the scheduler does all the fusing so the ladder is visible),
+reductions are two-pass (no Welford).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import sympy
+
+# ---------------------------------------------------------------------------
+# index algebra
+# ---------------------------------------------------------------------------
+
+
+class FloorDiv(sympy.Function):
+    """``a // b`` for non-negative integers (Inductor: ``torch/utils/_sympy/functions.py``)."""
+
+    nargs = 2
+
+    @classmethod
+    def eval(cls, a, b):
+        if b == 1:
+            return a
+        if a == 0:
+            return sympy.Integer(0)
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) // int(b))
+        return None
+
+
+class ModIdx(sympy.Function):
+    """``a % b`` for non-negative integers (Inductor's ``ModularIndexing`` with divisor 1)."""
+
+    nargs = 2
+
+    @classmethod
+    def eval(cls, a, b):
+        if b == 1 or a == 0:
+            return sympy.Integer(0)
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) % int(b))
+        return None
+
+
+def sym(name: str) -> sympy.Symbol:
+    """An index variable: non-negative integer, so sympy can simplify with it."""
+    return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
+def contiguous_strides(shape) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for size in reversed(shape):
+        strides.append(acc)
+        acc *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def flat_index(idx, strides, offset=0) -> sympy.Expr:
+    """``offset + sum(idx[d] * strides[d])``: where element ``idx`` lives in memory."""
+    return sympy.Integer(offset) + sum((sympy.Integer(s) * i for i, s in zip(idx, strides) if s), sympy.Integer(0))
+
+
+def _linear_terms(expr: sympy.Expr):
+    """``{symbol: coeff}, constant`` for an affine expression, or None when it is not affine."""
+    expr = sympy.expand(expr)
+    coeffs, const = {}, 0
+    for term in sympy.Add.make_args(expr):
+        if term.is_Integer:
+            const += int(term)
+            continue
+        c, rest = term.as_coeff_Mul()
+        if not (rest.is_Symbol and c.is_Integer):
+            return None
+        coeffs[rest] = coeffs.get(rest, 0) + int(c)
+    return coeffs, const
+
+
+def split_div_mod(expr: sympy.Expr, divisor: int, ranges: dict) -> tuple[sympy.Expr, sympy.Expr]:
+    """``(expr // divisor, expr % divisor)``, simplified when the affine terms split cleanly.
+
+    ``ranges`` maps each index symbol to its size. Terms whose coefficient is a multiple of
+    ``divisor`` go to the quotient; if the remaining terms are provably in ``[0, divisor)``
+    they are the remainder. Otherwise the result keeps ``FloorDiv``/``ModIdx``.
+    """
+    terms = _linear_terms(expr)
+    if terms is not None and all(s in ranges for s in terms[0]):
+        coeffs, const = terms
+        q = sympy.Integer(const // divisor)
+        r = sympy.Integer(const % divisor)
+        hi = const % divisor
+        for s, c in coeffs.items():
+            if c % divisor == 0:
+                q += sympy.Integer(c // divisor) * s
+            else:
+                r += sympy.Integer(c) * s
+                hi += c * (ranges[s] - 1) if c > 0 else 0
+                if c < 0:
+                    hi = math.inf
+        if hi < divisor:
+            return sympy.expand(q), sympy.expand(r)
+    return FloorDiv(expr, divisor), ModIdx(expr, divisor)
+
+
+def decompose(expr: sympy.Expr, shape, ranges: dict) -> list[sympy.Expr]:
+    """Per-dimension indices of the contiguous flat index ``expr`` into ``shape``."""
+    out = []
+    for d in range(len(shape) - 1, -1, -1):
+        if shape[d] == 1:
+            out.append(sympy.Integer(0))
+            continue
+        if d == 0:
+            out.append(expr)
+            break
+        expr, rem = split_div_mod(expr, shape[d], ranges)
+        out.append(rem)
+    return list(reversed(out))
+
+
+# ---------------------------------------------------------------------------
+# element expressions (the ops.* vocabulary)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Load:
+    """Read ``buf`` at flat element ``index``; ``indirect`` binds symbols to loaded values
+    (``gather``: the index itself depends on data)."""
+
+    buf: str
+    index: sympy.Expr
+    dtype: str
+    indirect: tuple = ()
+
+    def __str__(self):
+        ind = "".join(f", {s}={e}" for s, e in self.indirect)
+        return f"load({self.buf}, {self.index}{ind})"
+
+
+@dataclass(frozen=True)
+class Const:
+    value: float | int | bool
+    dtype: str
+
+    def __str__(self):
+        return f"constant({self.value!r}, {self.dtype})"
+
+
+@dataclass(frozen=True)
+class IndexValue:
+    """The index expression itself as a value (``iota``, masks such as ``i0 == target``)."""
+
+    index: sympy.Expr
+    dtype: str
+
+    def __str__(self):
+        return f"index_expr({self.index}, {self.dtype})"
+
+
+@dataclass(frozen=True)
+class Op:
+    op: str
+    args: tuple
+    dtype: str
+
+    def __str__(self):
+        return f"{self.op}({', '.join(str(a) for a in self.args)})"
+
+
+Expr = Load | Const | IndexValue | Op
+
+#: unary and binary ops every code generator must implement (arity per op).
+ARITY = {
+    "add": 2, "sub": 2, "mul": 2, "truediv": 2, "maximum": 2, "minimum": 2, "pow": 2,
+    "lt": 2, "le": 2, "gt": 2, "ge": 2, "eq": 2, "ne": 2, "logical_and": 2, "logical_or": 2,
+    "neg": 1, "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "erf": 1, "sigmoid": 1,
+    "relu": 1, "abs": 1, "reciprocal": 1, "sin": 1, "cos": 1, "log1p": 1, "expm1": 1,
+    "logical_not": 1, "floor": 1, "ceil": 1, "to_dtype": 1, "where": 3, "fma": 3,
+}  # fmt: skip
+
+FLOAT_DTYPES = ("float32", "float64")
+DTYPES = ("float32", "float64", "int64", "int32", "int16", "int8", "uint8", "bool")
+
+
+def loads(expr) -> list[Load]:
+    """Every Load in ``expr`` (with repetition, depth first)."""
+    if isinstance(expr, Load):
+        return [expr] + [ld for _, e in expr.indirect for ld in loads(e)]
+    if isinstance(expr, Op):
+        return [ld for a in expr.args for ld in loads(a)]
+    return []
+
+
+def map_loads(expr, fn):
+    """Rebuild ``expr`` with every Load replaced by ``fn(load)``."""
+    if isinstance(expr, Load):
+        return fn(expr)
+    if isinstance(expr, Op):
+        return Op(expr.op, tuple(map_loads(a, fn) for a in expr.args), expr.dtype)
+    return expr
+
+
+def subs_index(expr, mapping: dict):
+    """Substitute index symbols everywhere in ``expr`` (loads and index values)."""
+    if not mapping:
+        return expr
+    if isinstance(expr, Load):
+        ind = tuple((s, subs_index(e, mapping)) for s, e in expr.indirect)
+        return Load(expr.buf, sympy.sympify(expr.index).xreplace(mapping), expr.dtype, ind)
+    if isinstance(expr, IndexValue):
+        return IndexValue(sympy.sympify(expr.index).xreplace(mapping), expr.dtype)
+    if isinstance(expr, Op):
+        return Op(expr.op, tuple(subs_index(a, mapping) for a in expr.args), expr.dtype)
+    return expr
+
+
+def count_ops(expr) -> int:
+    """Arithmetic ops in one element's body (the flop estimate of the roofline)."""
+    if isinstance(expr, Op):
+        return (0 if expr.op == "to_dtype" else 1) + sum(count_ops(a) for a in expr.args)
+    if isinstance(expr, Load):
+        return sum(count_ops(e) for _, e in expr.indirect)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# buffers
+# ---------------------------------------------------------------------------
+
+ITEMSIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
+
+
+@dataclass
+class Buffer:
+    """One node of the pre-fusion IR.
+
+    kind: ``input`` (graph placeholder), ``pointwise``, ``reduction``, ``extern`` (an ATen
+    call the wrapper makes: matmul, convolution, anything not lowered), ``alias`` (an
+    element of an extern's tuple result).
+    """
+
+    name: str
+    kind: str
+    shape: tuple[int, ...]
+    dtype: str
+    stride: tuple[int, ...] = ()
+    body: Expr | None = None
+    reduction_ranges: tuple[int, ...] = ()
+    reduction_type: str | None = None
+    extern: dict = field(default_factory=dict)  # target, args template, tensor inputs
+    origin: str = ""  # the FX node it came from
+
+    def __post_init__(self):
+        if not self.stride:
+            self.stride = contiguous_strides(self.shape)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * ITEMSIZE.get(self.dtype, 4)
+
+    def index_vars(self) -> list[sympy.Symbol]:
+        return [sym(f"i{d}") for d in range(len(self.shape))]
+
+    def reduction_vars(self) -> list[sympy.Symbol]:
+        return [sym(f"r{d}") for d in range(len(self.reduction_ranges))]
+
+    def reads(self) -> list[str]:
+        """Buffer names this node reads, in first-use order."""
+        if self.kind in ("pointwise", "reduction"):
+            return list(dict.fromkeys(ld.buf for ld in loads(self.body)))
+        return list(self.extern.get("inputs", ()))
+
+    def __str__(self):
+        head = f"{self.name}: {self.kind.capitalize()}(dtype={self.dtype}, size={list(self.shape)}"
+        if self.kind == "reduction":
+            head += f", reduction_ranges={list(self.reduction_ranges)}, reduction_type={self.reduction_type}"
+        if self.kind in ("pointwise", "reduction"):
+            args = ", ".join(str(v) for v in self.index_vars() + self.reduction_vars())
+            return f"{head})\n    def inner_fn({args}):\n        return {self.body}"
+        if self.kind == "extern":
+            return f"{head}, stride={list(self.stride)})\n    {self.extern['target']}({', '.join(self.extern['inputs'])})"
+        return f"{head}, stride={list(self.stride)})"
+
+
+@dataclass
+class GraphIR:
+    """All buffers of one graph in execution order, plus its inputs and outputs."""
+
+    buffers: list[Buffer]
+    inputs: list[str]
+    outputs: list  # per output: ("buf", name, size, stride, offset) | ("none",) | ("const", value)
+    fallback_reason: str | None = None
+
+    def buffer(self, name: str) -> Buffer:
+        return self._by_name()[name]
+
+    def _by_name(self):
+        return {b.name: b for b in self.buffers}
+
+    def __str__(self):
+        """Printed like ``ir_pre_fusion.txt`` under TORCH_COMPILE_DEBUG=1."""
+        return "\n".join(str(b) for b in self.buffers if b.kind not in ("input",))
+
+    def replace(self, **kw) -> GraphIR:
+        return dataclasses.replace(self, **kw)

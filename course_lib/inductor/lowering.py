@@ -1,0 +1,595 @@
+"""Lowering: an ATen-level FX graph -> :class:`GraphIR` (buffers with element bodies).
+
+Teaches ``torch/_inductor/lowering.py`` (``@register_lowering(aten.add)`` ...) and
+``torch/_inductor/graph.py`` (``GraphLowering.run_node``: an FX Interpreter whose values are
+IR nodes instead of tensors).
+
+Every FX value becomes a :class:`TensorValue`: a shape, a dtype and ``fn(index) -> Expr``
+that says how to compute one element from per-dimension index expressions. Views
+(``view``, ``permute``, ``expand``, ``select``, ``slice``...) only rewrite the index function
+and never copy. Pointwise ops and reductions are *realized* into a :class:`Buffer`.
+``mm``, ``addmm``, ``convolution`` and every op without a lowering become extern calls
+(Inductor's ``ExternKernel`` / ``FallbackKernel``), so a graph always lowers; it is refused
+(:class:`Unsupported`, the backend then runs it in eager) only for dynamic shapes,
+non-tensor values or dtypes the code generators do not know.
+
+Input: the graph AOT Autograd hands a backend after Inductor's decompositions.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from typing import Callable
+
+import sympy
+
+from course_lib.inductor.ir import (
+    DTYPES, FLOAT_DTYPES, Buffer, Const, GraphIR, IndexValue, Load, Op, contiguous_strides, decompose,
+    flat_index, sym,
+)  # fmt: skip
+
+
+class Unsupported(Exception):
+    """This graph cannot be compiled by course_lib; the message is the reason logged."""
+
+
+def dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+@dataclass
+class TensorArg:
+    """A tensor argument of an extern call or a graph output: ``as_strided(buf, size, stride, offset)``."""
+
+    buf: str
+    size: tuple
+    stride: tuple
+    offset: int = 0
+
+
+@dataclass
+class TensorValue:
+    shape: tuple
+    dtype: str
+    fn: Callable  # list[sympy.Expr] -> Expr
+    layout: tuple | None = None  # (buf, strides, offset) when an affine view of a buffer
+
+
+def _as_tuple(x):
+    return tuple(x) if isinstance(x, (list, tuple)) else (x,)
+
+
+def cast(expr, dtype: str):
+    return expr if expr.dtype == dtype else Op("to_dtype", (expr,), dtype)
+
+
+class Lowering:
+    """One FX graph being lowered; holds the buffer list and name counter (no global state)."""
+
+    def __init__(self, gm):
+        self.gm = gm
+        self.buffers: list[Buffer] = []
+        self.env: dict = {}
+        self.counter = 0
+        self.indirect = 0
+
+    # -- buffers -------------------------------------------------------------------------
+    def new_name(self) -> str:
+        name = f"buf{self.counter}"
+        self.counter += 1
+        return name
+
+    def add(self, buf: Buffer) -> Buffer:
+        self.buffers.append(buf)
+        return buf
+
+    def buffer_value(self, buf: Buffer) -> TensorValue:
+        return strided_value(buf.name, buf.shape, buf.stride, 0, buf.dtype)
+
+    def pointwise(self, shape, dtype, fn, origin="") -> TensorValue:
+        if dtype not in DTYPES:
+            raise Unsupported(f"dtype {dtype} has no code generator rule (op {origin})")
+        shape = tuple(shape)
+        buf = Buffer(self.new_name(), "pointwise", shape, dtype, origin=origin)
+        buf.body = cast(fn(buf.index_vars()), dtype)
+        return self.buffer_value(self.add(buf))
+
+    def reduction(self, x: TensorValue, dims, keepdim, rtype, dtype, origin="") -> TensorValue:
+        nd = len(x.shape)
+        dims = sorted({d % nd for d in (dims if dims else range(nd))}) if nd else []
+        out_shape = tuple(1 if d in dims else s for d, s in enumerate(x.shape) if keepdim or d not in dims)
+        buf = Buffer(self.new_name(), "reduction", out_shape, dtype, reduction_ranges=tuple(x.shape[d] for d in dims),
+                     reduction_type=rtype, origin=origin)
+        ivars, rvars = iter(buf.index_vars()), iter(buf.reduction_vars())
+        idx = []
+        for d in range(nd):
+            if d in dims:
+                if keepdim:
+                    next(ivars)
+                idx.append(next(rvars))
+            else:
+                idx.append(next(ivars))
+        buf.body = cast(x.fn(idx), dtype)
+        return self.buffer_value(self.add(buf))
+
+    def realize(self, v: TensorValue, origin="") -> TensorArg:
+        """A tensor argument for an extern or an output: a view when affine, else a copy kernel."""
+        if v.layout is None:
+            v = self.pointwise(v.shape, v.dtype, v.fn, origin=origin or "realize")
+        buf, strides, offset = v.layout
+        return TensorArg(buf, tuple(v.shape), tuple(strides), offset)
+
+    # -- the interpreter loop --------------------------------------------------------------
+    def run(self, example_inputs) -> GraphIR:
+        inputs, outputs = [], []
+        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        for node, ex in zip(placeholders, example_inputs):
+            import torch
+
+            if not isinstance(ex, torch.Tensor):
+                raise Unsupported(f"input {node.name} is a {type(ex).__name__}, not a tensor (dynamic shapes?)")
+            if any(not isinstance(s, int) for s in ex.shape):
+                raise Unsupported(f"input {node.name} has a symbolic shape")
+            buf = self.add(Buffer(node.name, "input", tuple(ex.shape), dtype_name(ex.dtype), stride=tuple(ex.stride()),
+                                  origin=node.name))
+            inputs.append(buf.name)
+            self.env[node] = self.buffer_value(buf)
+        for node in self.gm.graph.nodes:
+            if node.op == "call_function":
+                self.env[node] = self.call_function(node)
+            elif node.op == "output":
+                for v in _as_tuple(node.args[0]):
+                    outputs.append(self.output(v))
+            elif node.op != "placeholder":
+                raise Unsupported(f"FX op {node.op} ({node.name}) is not handled")
+        return GraphIR(self.buffers, inputs, outputs)
+
+    def output(self, v):
+        if v is None:
+            return ("none",)
+        val = self.env[v]
+        if not isinstance(val, TensorValue):
+            raise Unsupported(f"output {v} is not a tensor")
+        arg = self.realize(val, origin=f"output {v.name}")
+        return ("buf", arg.buf, arg.size, arg.stride, arg.offset)
+
+    def arg(self, a):
+        import torch.fx
+
+        if isinstance(a, torch.fx.Node):
+            return self.env[a]
+        if isinstance(a, (list, tuple)):
+            return type(a)(self.arg(x) for x in a)
+        return a
+
+    def call_function(self, node):
+        target = node.target
+        args, kwargs = self.arg(node.args), {k: self.arg(v) for k, v in node.kwargs.items()}
+        if target is operator.getitem:
+            base = args[0]
+            if isinstance(base, tuple):
+                return base[args[1]]
+            return self.extern_item(node, base, args[1])
+        key = str(target)
+        meta = node.meta.get("val")
+        _check_meta(node, meta)
+        rule = LOWERINGS.get(key)
+        if rule is not None:
+            return rule(self, node, *args, **kwargs)
+        return self.extern(node, args, kwargs)
+
+    # -- externs ---------------------------------------------------------------------------
+    def extern(self, node, args, kwargs) -> TensorValue | tuple:
+        """Call the ATen op from the Python wrapper (Inductor's ExternKernel / FallbackKernel)."""
+        import torch
+
+        inputs = []
+
+        def conv(a):
+            if isinstance(a, TensorValue):
+                t = self.realize(a, origin=f"input of {node.name}")
+                inputs.append(t.buf)
+                return t
+            if isinstance(a, (list, tuple)):
+                return type(a)(conv(x) for x in a)
+            if isinstance(a, torch.dtype | torch.device | torch.layout | torch.memory_format) or a is None:
+                return a
+            if isinstance(a, (int, float, bool, str)):
+                return a
+            raise Unsupported(f"argument {a!r} of {node.target} cannot be passed to an extern call")
+
+        cargs, ckw = conv(args), {k: conv(v) for k, v in kwargs.items()}
+        meta = node.meta.get("val")
+        spec = {"target": str(node.target), "args": cargs, "kwargs": ckw, "inputs": list(dict.fromkeys(inputs))}
+        if isinstance(meta, torch.Tensor):
+            buf = self.add(Buffer(self.new_name(), "extern", tuple(meta.shape), dtype_name(meta.dtype),
+                                  stride=tuple(meta.stride()), extern=spec, origin=node.name))
+            return self.buffer_value(buf)
+        if isinstance(meta, (list, tuple)) and all(isinstance(m, torch.Tensor) or m is None for m in meta):
+            buf = self.add(Buffer(self.new_name(), "extern", (), "float32", extern={**spec, "multi": True},
+                                  origin=node.name))
+            return ExternTuple(buf.name)
+        raise Unsupported(f"{node.target} returns {type(meta).__name__}, not tensors")
+
+    def extern_item(self, node, base, i):
+        if not isinstance(base, ExternTuple):
+            raise Unsupported(f"getitem on {type(base).__name__}")
+        meta = node.meta["val"]
+        buf = self.add(Buffer(self.new_name(), "alias", tuple(meta.shape), dtype_name(meta.dtype),
+                              stride=tuple(meta.stride()), extern={"base": base.name, "item": i, "inputs": [base.name]},
+                              origin=node.name))
+        return self.buffer_value(buf)
+
+
+@dataclass
+class ExternTuple:
+    name: str
+
+
+def _check_meta(node, meta):
+    import torch
+
+    vals = meta if isinstance(meta, (list, tuple)) else [meta]
+    for v in vals:
+        if isinstance(v, torch.Tensor):
+            if any(not isinstance(s, int) for s in v.shape):
+                raise Unsupported(f"{node.name} has a symbolic shape")
+        elif isinstance(v, (torch.SymInt, torch.SymFloat)):
+            raise Unsupported(f"{node.name} computes a symbolic size ({node.target})")
+
+
+def strided_value(buf, shape, strides, offset, dtype) -> TensorValue:
+    def fn(idx):
+        return Load(buf, flat_index(idx, strides, offset), dtype)
+
+    return TensorValue(tuple(shape), dtype, fn, (buf, tuple(strides), offset))
+
+
+# ---------------------------------------------------------------------------
+# views: rewrite the index function (and the affine layout when there is one)
+# ---------------------------------------------------------------------------
+
+
+def view(x: TensorValue, shape) -> TensorValue:
+    shape = list(shape)
+    if -1 in shape:
+        known = math.prod(s for s in shape if s != -1)
+        shape[shape.index(-1)] = x.numel // known if hasattr(x, "numel") else math.prod(x.shape) // known
+    shape = tuple(shape)
+    if x.layout is not None and x.layout[1] == contiguous_strides(x.shape):
+        buf, _, offset = x.layout
+        return strided_value(buf, shape, contiguous_strides(shape), offset, x.dtype)
+    new_strides = contiguous_strides(shape)
+
+    def fn(idx):
+        flat = flat_index(idx, new_strides)
+        ranges = {i: s for i, s in zip(idx, shape) if isinstance(i, sympy.Symbol)}
+        return x.fn(decompose(flat, x.shape, ranges))
+
+    return TensorValue(shape, x.dtype, fn, None)
+
+
+def permute(x: TensorValue, dims) -> TensorValue:
+    dims = [d % len(x.shape) for d in dims]
+    inv = [dims.index(d) for d in range(len(dims))]
+    layout = None
+    if x.layout is not None:
+        buf, st, off = x.layout
+        layout = (buf, tuple(st[d] for d in dims), off)
+    return TensorValue(tuple(x.shape[d] for d in dims), x.dtype, lambda idx: x.fn([idx[inv[d]] for d in range(len(dims))]), layout)
+
+
+def expand(x: TensorValue, sizes) -> TensorValue:
+    sizes = list(sizes)
+    lead = len(sizes) - len(x.shape)
+    out = tuple(x.shape[d - lead] if s == -1 else s for d, s in enumerate(sizes))
+    layout = None
+    if x.layout is not None:
+        buf, st, off = x.layout
+        layout = (buf, tuple(0 if d < lead or x.shape[d - lead] == 1 and out[d] != 1 else st[d - lead] for d in range(len(out))), off)
+
+    def fn(idx):
+        return x.fn([sympy.Integer(0) if x.shape[d] == 1 else idx[d + lead] for d in range(len(x.shape))])
+
+    return TensorValue(out, x.dtype, fn, layout)
+
+
+def select(x: TensorValue, dim, index) -> TensorValue:
+    dim %= len(x.shape)
+    index %= x.shape[dim]
+    layout = None
+    if x.layout is not None:
+        buf, st, off = x.layout
+        layout = (buf, st[:dim] + st[dim + 1:], off + index * st[dim])
+    shape = x.shape[:dim] + x.shape[dim + 1:]
+    return TensorValue(shape, x.dtype, lambda idx: x.fn(list(idx[:dim]) + [sympy.Integer(index)] + list(idx[dim:])), layout)
+
+
+def slice_(x: TensorValue, dim=0, start=None, end=None, step=1) -> TensorValue:
+    dim %= len(x.shape)
+    size = x.shape[dim]
+    start = 0 if start is None else (start + size if start < 0 else min(start, size))
+    end = size if end is None else (end + size if end < 0 else min(end, size))
+    n = max(0, (end - start + step - 1) // step)
+    layout = None
+    if x.layout is not None:
+        buf, st, off = x.layout
+        layout = (buf, st[:dim] + (st[dim] * step,) + st[dim + 1:], off + start * st[dim])
+    shape = x.shape[:dim] + (n,) + x.shape[dim + 1:]
+
+    def fn(idx):
+        idx = list(idx)
+        idx[dim] = idx[dim] * step + start
+        return x.fn(idx)
+
+    return TensorValue(shape, x.dtype, fn, layout)
+
+
+def unsqueeze(x: TensorValue, dim) -> TensorValue:
+    dim %= len(x.shape) + 1
+    layout = None
+    if x.layout is not None:
+        buf, st, off = x.layout
+        layout = (buf, st[:dim] + (0,) + st[dim:], off)
+    shape = x.shape[:dim] + (1,) + x.shape[dim:]
+    return TensorValue(shape, x.dtype, lambda idx: x.fn(list(idx[:dim]) + list(idx[dim + 1:])), layout)
+
+
+def squeeze(x: TensorValue, dims=None) -> TensorValue:
+    nd = len(x.shape)
+    dims = range(nd) if dims is None else [d % max(nd, 1) for d in _as_tuple(dims)]
+    drop = {d for d in dims if nd and x.shape[d] == 1}
+    keep = [d for d in range(nd) if d not in drop]
+    layout = None
+    if x.layout is not None:
+        buf, st, off = x.layout
+        layout = (buf, tuple(st[d] for d in keep), off)
+
+    def fn(idx):
+        full, it = [], iter(idx)
+        for d in range(nd):
+            full.append(sympy.Integer(0) if d in drop else next(it))
+        return x.fn(full)
+
+    return TensorValue(tuple(x.shape[d] for d in keep), x.dtype, fn, layout)
+
+
+# ---------------------------------------------------------------------------
+# pointwise ops
+# ---------------------------------------------------------------------------
+
+
+def broadcast_fn(x, out_shape):
+    """Index function of ``x`` read at an element of the broadcast shape ``out_shape``."""
+    if not isinstance(x, TensorValue):
+        return None
+    lead = len(out_shape) - len(x.shape)
+    return lambda idx: x.fn([sympy.Integer(0) if x.shape[d] == 1 else idx[d + lead] for d in range(len(x.shape))])
+
+
+def broadcast_shapes(*shapes):
+    nd = max((len(s) for s in shapes), default=0)
+    out = [1] * nd
+    for s in shapes:
+        for d, size in enumerate(s):
+            k = d + nd - len(s)
+            out[k] = size if out[k] == 1 else out[k]
+    return tuple(out)
+
+
+def _scalar_dtype(v, like):
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return like if like not in ("bool",) else "int64"
+    return like if like in FLOAT_DTYPES else "float32"
+
+
+def _compute_dtype(operands):
+    dts = [o.dtype for o in operands if isinstance(o, TensorValue)]
+    floats = [d for d in dts if d in FLOAT_DTYPES]
+    if floats:
+        return "float64" if "float64" in floats else "float32"
+    if any(isinstance(o, float) for o in operands):
+        return "float32"
+    return "int64" if any(d != "bool" for d in dts) or any(isinstance(o, int) and not isinstance(o, bool) for o in operands) else "bool"
+
+
+def make_pointwise(op: str, compute: str = "out"):
+    """A lowering for an elementwise ``op``; ``compute`` is ``out`` (operate in the result dtype)
+    or ``promote`` (comparisons: operate in the promoted input dtype, return bool)."""
+
+    def lower(ctx: Lowering, node, *args, **kwargs):
+        args = list(args)
+        alpha = kwargs.get("alpha")
+        out_dtype = dtype_name(node.meta["val"].dtype)
+        cdt = out_dtype if compute == "out" else _compute_dtype(args)
+        shape = broadcast_shapes(*[a.shape for a in args if isinstance(a, TensorValue)])
+        fns = [broadcast_fn(a, shape) for a in args]
+
+        def fn(idx):
+            vals = [cast(f(idx), cdt) if f else Const(a, _scalar_dtype(a, cdt)) for f, a in zip(fns, args)]
+            vals = [cast(v, cdt) for v in vals]
+            if alpha is not None and alpha != 1:
+                vals[1] = Op("mul", (vals[1], Const(alpha, cdt)), cdt)
+            return Op(op, tuple(vals), out_dtype if compute == "promote" else cdt)
+
+        return ctx.pointwise(shape, out_dtype, fn, origin=node.name)
+
+    return lower
+
+
+def lower_where(ctx, node, cond, a, b):
+    out_dtype = dtype_name(node.meta["val"].dtype)
+    shape = broadcast_shapes(*[v.shape for v in (cond, a, b) if isinstance(v, TensorValue)])
+    fc, fa, fb = (broadcast_fn(v, shape) for v in (cond, a, b))
+
+    def fn(idx):
+        c = cast(fc(idx), "bool") if fc else Const(bool(cond), "bool")
+        x = cast(fa(idx), out_dtype) if fa else Const(a, out_dtype)
+        y = cast(fb(idx), out_dtype) if fb else Const(b, out_dtype)
+        return Op("where", (c, x, y), out_dtype)
+
+    return ctx.pointwise(shape, out_dtype, fn, origin=node.name)
+
+
+def lower_pow(ctx, node, x, exponent):
+    if isinstance(exponent, (int, float)) and exponent == 2:
+        return make_pointwise("mul")(ctx, node, x, x)
+    if isinstance(exponent, (int, float)) and exponent == 0.5:
+        return make_pointwise("sqrt")(ctx, node, x)
+    return make_pointwise("pow")(ctx, node, x, exponent)
+
+
+def lower_convert(ctx, node, x, dtype, *rest):
+    out = dtype_name(dtype)
+    return ctx.pointwise(x.shape, out, lambda idx: cast(x.fn(idx), out), origin=node.name)
+
+
+def lower_clone(ctx, node, x, **kw):
+    return ctx.pointwise(x.shape, x.dtype, x.fn, origin=node.name)
+
+
+def lower_full(ctx, node, size, value, **kw):
+    dt = dtype_name(node.meta["val"].dtype)
+    return TensorValue(tuple(size), dt, lambda idx: Const(value, dt))
+
+
+def lower_scalar_tensor(ctx, node, value, **kw):
+    dt = dtype_name(node.meta["val"].dtype)
+    return TensorValue((), dt, lambda idx: Const(value, dt))
+
+
+def lower_iota(ctx, node, length, start=0, step=1, **kw):
+    dt = dtype_name(node.meta["val"].dtype)
+    return TensorValue((length,), dt, lambda idx: IndexValue(idx[0] * step + start, dt))
+
+
+def lower_gather(ctx, node, x, dim, index, **kw):
+    """``out[i] = x[i with i[dim] replaced by index[i]]``: an indirect load."""
+    dim %= len(x.shape)
+    x_arg = ctx.realize(x, origin=node.name)
+
+    def fn(idx):
+        ctx.indirect += 1
+        s = sym(f"ind{ctx.indirect - 1}")
+        full = list(idx)
+        full[dim] = s
+        return Load(x_arg.buf, flat_index(full, x_arg.stride, x_arg.offset), x.dtype, ((s, cast(index.fn(idx), "int64")),))
+
+    return ctx.pointwise(index.shape, x.dtype, fn, origin=node.name)
+
+
+def make_reduction(rtype: str):
+    def lower(ctx, node, x, dims=None, keepdim=False, **kw):
+        out = dtype_name(node.meta["val"].dtype)
+        return ctx.reduction(x, _as_tuple(dims) if dims is not None else None, keepdim, rtype, out, origin=node.name)
+
+    return lower
+
+
+def _reduced_count(x, dims):
+    nd = len(x.shape)
+    dims = range(nd) if not dims else [d % nd for d in _as_tuple(dims)]
+    return math.prod(x.shape[d] for d in set(dims))
+
+
+def lower_mean(ctx, node, x, dims=None, keepdim=False, dtype=None):
+    out = dtype_name(node.meta["val"].dtype)
+    s = ctx.reduction(x, _as_tuple(dims) if dims else None, keepdim, "sum", out, origin=node.name)
+    n = _reduced_count(x, dims)
+    return ctx.pointwise(s.shape, out, lambda idx: Op("truediv", (s.fn(idx), Const(float(n), out)), out), origin=node.name)
+
+
+def lower_var_mean(ctx, node, x, dims=None, correction=None, keepdim=False, **kw):
+    """Two passes: ``mean = sum(x) / n``, then ``var = sum((x - mean)^2) / (n - correction)``."""
+    out = dtype_name(node.meta["val"][0].dtype)
+    dims = _as_tuple(dims) if dims is not None else None
+    n = _reduced_count(x, dims)
+    corr = 1 if correction is None else correction
+    s = ctx.reduction(x, dims, True, "sum", out, origin=node.name)
+    mean = ctx.pointwise(s.shape, out, lambda idx: Op("truediv", (s.fn(idx), Const(float(n), out)), out), origin=node.name)
+    mb = broadcast_fn(mean, x.shape)
+
+    def sq(idx):
+        d = Op("sub", (cast(x.fn(idx), out), mb(idx)), out)
+        return Op("mul", (d, d), out)
+
+    sq_v = ctx.pointwise(x.shape, out, sq, origin=node.name)
+    ss = ctx.reduction(sq_v, dims, keepdim, "sum", out, origin=node.name)
+    var = ctx.pointwise(ss.shape, out, lambda idx: Op("truediv", (ss.fn(idx), Const(float(max(n - corr, 0)), out)), out),
+                        origin=node.name)
+    if not keepdim:
+        mean = squeeze(mean, [d for d in range(len(x.shape)) if dims is None or d in [e % len(x.shape) for e in dims]])
+    return (var, mean)
+
+
+def _view_rule(fn):
+    return lambda ctx, node, *args, **kw: fn(*args, **kw)
+
+
+_POINTWISE = {
+    "add": "add", "sub": "sub", "mul": "mul", "div": "truediv", "maximum": "maximum", "minimum": "minimum",
+    "neg": "neg", "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "tanh": "tanh", "erf": "erf",
+    "sigmoid": "sigmoid", "relu": "relu", "abs": "abs", "reciprocal": "reciprocal", "sin": "sin", "cos": "cos",
+    "log1p": "log1p", "expm1": "expm1", "floor": "floor", "ceil": "ceil", "logical_not": "logical_not",
+    "logical_and": "logical_and", "logical_or": "logical_or", "bitwise_not": "logical_not",
+}  # fmt: skip
+_COMPARE = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
+
+#: ATen overload name -> lowering (``torch/_inductor/lowering.py``'s ``lowerings`` dict).
+LOWERINGS: dict[str, Callable] = {}
+for _aten, _op in _POINTWISE.items():
+    for _ov in ("Tensor", "Scalar", "default"):
+        LOWERINGS[f"aten.{_aten}.{_ov}"] = make_pointwise(_op)
+for _aten, _op in _COMPARE.items():
+    for _ov in ("Tensor", "Scalar"):
+        LOWERINGS[f"aten.{_aten}.{_ov}"] = make_pointwise(_op, compute="promote")
+LOWERINGS.update({
+    "aten.where.self": lower_where,
+    "aten.pow.Tensor_Scalar": lower_pow,
+    "prims.fma.default": make_pointwise("fma"),
+    "prims.convert_element_type.default": lower_convert,
+    "aten._to_copy.default": lambda ctx, node, x, dtype=None, **kw: lower_convert(ctx, node, x, dtype or node.meta["val"].dtype),
+    "aten.clone.default": lower_clone,
+    "aten.full.default": lower_full,
+    "aten.scalar_tensor.default": lower_scalar_tensor,
+    "prims.iota.default": lower_iota,
+    "aten.gather.default": lower_gather,
+    "aten.alias.default": lambda ctx, node, x: x,
+    "aten.detach.default": lambda ctx, node, x: x,
+    "aten.lift_fresh_copy.default": lower_clone,
+    "aten.view.default": _view_rule(view),
+    "aten.reshape.default": _view_rule(view),
+    "aten._unsafe_view.default": _view_rule(view),
+    "aten.permute.default": _view_rule(permute),
+    "aten.t.default": lambda ctx, node, x: permute(x, [1, 0]) if len(x.shape) == 2 else x,
+    "aten.transpose.int": lambda ctx, node, x, a, b: permute(x, _swap(len(x.shape), a, b)),
+    "aten.expand.default": _view_rule(expand),
+    "aten.select.int": _view_rule(select),
+    "aten.slice.Tensor": _view_rule(slice_),
+    "aten.unsqueeze.default": _view_rule(unsqueeze),
+    "aten.squeeze.dim": _view_rule(squeeze),
+    "aten.squeeze.dims": _view_rule(squeeze),
+    "aten.squeeze.default": _view_rule(squeeze),
+    "aten.sum.dim_IntList": make_reduction("sum"),
+    "aten.sum.default": make_reduction("sum"),
+    "aten.amax.default": make_reduction("max"),
+    "aten.amin.default": make_reduction("min"),
+    "aten.mean.dim": lower_mean,
+    "aten.mean.default": lower_mean,
+    "aten.var_mean.correction": lower_var_mean,
+})  # fmt: skip
+
+
+def _swap(nd, a, b):
+    dims = list(range(nd))
+    dims[a % nd], dims[b % nd] = dims[b % nd], dims[a % nd]
+    return dims
+
+
+def lower(gm, example_inputs) -> GraphIR:
+    """Lower an ATen FX GraphModule (static shapes) to the pre-fusion IR."""
+    return Lowering(gm).run(example_inputs)

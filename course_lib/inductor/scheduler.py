@@ -1,0 +1,519 @@
+"""Scheduler: dependencies, fusion, kernel plans, memory planning, bytes and a roofline.
+
+Teaches ``torch/_inductor/scheduler.py`` (``SchedulerNode``, ``FusedSchedulerNode``,
+``can_fuse``, ``score_fusion``, ``fuse_nodes``) and ``torch/_inductor/codegen/wrapper.py``'s
+buffer reuse (``reuse`` / ``in-place`` lines in the output code).
+
+Position: :class:`GraphIR` -> :class:`Schedule` (a list of :class:`Kernel` steps, each with a
+:class:`KernelPlan` the C++ and Triton generators print).
+
+A kernel iterates a *group* ``(outer sizes, inner sizes)``: outer loops run in parallel, inner
+loops are the reduction (or the contiguous last dimension of a pointwise kernel). A node fits
+a group when its sizes (size-1 dimensions dropped) are ``outer + inner`` ("inner" node, one
+value per inner iteration) or ``outer`` ("outer" node, one value per outer iteration, like a
+row's max). Inside a kernel a pointwise producer is *inlined* (recomputed) into its
+consumers, and a reduction's result is a local accumulator, so neither touches memory unless
+another kernel or the graph output needs it. Fusion is legal when the group fits, no path
+leaves and re-enters the pair (no cycle), and every read of an in-kernel reduction is at the
+reader's own outer index (no thread reads another thread's row).
+
+Simplified against Inductor: no loop reordering or tiling, one fixed loop order, no
+``config.max_fusion_size``, exact-size buffer reuse only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import sympy
+
+from course_lib.inductor.ir import (
+    Buffer, Const, GraphIR, IndexValue, Load, Op, count_ops, decompose, flat_index, loads, subs_index, sym,
+)  # fmt: skip
+
+
+class Illegal(Exception):
+    """A fusion that would be wrong; the message says which rule it breaks."""
+
+
+@dataclass(frozen=True)
+class Acc:
+    """The value of a reduction computed earlier in the same kernel (a local accumulator)."""
+
+    buf: str
+    dtype: str
+
+    def __str__(self):
+        return f"acc({self.buf})"
+
+
+# ---------------------------------------------------------------------------
+# groups and index variables
+# ---------------------------------------------------------------------------
+
+
+def node_group(buf: Buffer):
+    """``(outer, inner)`` sizes of a node, size-1 dimensions dropped."""
+    sizes = tuple(s for s in buf.shape if s != 1)
+    if buf.kind == "reduction":
+        return sizes, tuple(s for s in buf.reduction_ranges if s != 1)
+    return (sizes[:-1], sizes[-1:]) if sizes else ((), ())
+
+
+def fits(buf: Buffer, group) -> str | None:
+    outer, inner = group
+    if buf.kind == "reduction":
+        return "inner" if node_group(buf) == group else None
+    sizes = tuple(s for s in buf.shape if s != 1)
+    if sizes == outer + inner:
+        return "inner"
+    if sizes == outer:
+        return "outer"
+    return None
+
+
+def merged_group(bufs: list[Buffer]):
+    """The group of a kernel holding ``bufs``, or None when they do not share one."""
+    reds = {node_group(b) for b in bufs if b.kind == "reduction"}
+    if len(reds) > 1:
+        return None
+    if reds:
+        group = reds.pop()
+    else:
+        group = node_group(max(bufs, key=lambda b: b.numel))
+    return group if all(fits(b, group) for b in bufs) else None
+
+
+def kernel_vars(group):
+    outer, inner = group
+    return [sym(f"x{d}") for d in range(len(outer))], [sym(f"r{d}") for d in range(len(inner))]
+
+
+def var_map(buf: Buffer, group) -> dict:
+    """Map the node's own symbols (i*, r*) to the kernel's loop symbols (x*, r*)."""
+    xs, rs = kernel_vars(group)
+    mine = [v for v, s in zip(buf.index_vars(), buf.shape)]
+    mapping = {v: sympy.Integer(0) for v, s in zip(mine, buf.shape) if s == 1}
+    big = [v for v, s in zip(mine, buf.shape) if s != 1]
+    if buf.kind == "reduction":
+        for v, k in zip(big, xs):
+            mapping[v] = k
+        red = [v for v, s in zip(buf.reduction_vars(), buf.reduction_ranges) if s != 1]
+        mapping.update({v: sympy.Integer(0) for v, s in zip(buf.reduction_vars(), buf.reduction_ranges) if s == 1})
+        mapping.update({v: k for v, k in zip(red, rs)})
+        # reduction symbols are named r*, like the kernel's: rename through temporaries
+        return mapping
+    for v, k in zip(big, xs + rs):
+        mapping[v] = k
+    return mapping
+
+
+def store_index(buf: Buffer, group) -> sympy.Expr:
+    return sympy.expand(flat_index(buf.index_vars(), buf.stride).xreplace(var_map(buf, group)))
+
+
+def body_in_kernel(buf: Buffer, group):
+    """The node's body with its symbols renamed to the kernel's loop symbols."""
+    mapping = var_map(buf, group)
+    tmp = {k: sym(f"_t_{k}") for k in mapping}
+    body = subs_index(buf.body, tmp)
+    return subs_index(body, {tmp[k]: v for k, v in mapping.items()})
+
+
+def group_ranges(group) -> dict:
+    xs, rs = kernel_vars(group)
+    return dict(zip(xs + rs, group[0] + group[1]))
+
+
+# ---------------------------------------------------------------------------
+# inlining: one node's element, in kernel loop symbols, with in-kernel producers expanded
+# ---------------------------------------------------------------------------
+
+
+def expand(expr, members: dict, group, memo: dict):
+    """Replace loads of in-kernel buffers: pointwise producers by their (recomputed) body,
+    reductions by :class:`Acc` (legal only at the reader's own outer index)."""
+    if isinstance(expr, Op):
+        return Op(expr.op, tuple(expand(a, members, group, memo) for a in expr.args), expr.dtype)
+    if not isinstance(expr, Load):
+        return expr
+    ind = tuple((s, expand(e, members, group, memo)) for s, e in expr.indirect)
+    if expr.buf not in members:
+        return Load(expr.buf, expr.index, expr.dtype, ind)
+    key = (expr.buf, expr.index, ind)
+    if key in memo:
+        return memo[key]
+    prod = members[expr.buf]
+    natural = store_index(prod, group)
+    if prod.kind == "reduction":
+        if ind or sympy.expand(expr.index - natural) != 0:
+            raise Illegal(f"{expr.buf} (a reduction) is read at {expr.index}, not at its own row {natural}")
+        out = Acc(prod.name, prod.dtype)
+    elif not ind and sympy.expand(expr.index - natural) == 0:
+        out = expand(body_in_kernel(prod, group), members, group, memo)
+    else:
+        if ind:
+            raise Illegal(f"{expr.buf} is read through an indirect index")
+        idx = decompose(expr.index, prod.shape, group_ranges(group))
+        body = subs_index(prod.body, {v: sym(f"_u{d}") for d, v in enumerate(prod.index_vars())})
+        body = subs_index(body, {sym(f"_u{d}"): e for d, e in enumerate(idx)})
+        out = expand(body, members, group, memo)
+    memo[key] = out
+    return out
+
+
+def acc_refs(expr) -> set:
+    if isinstance(expr, Acc):
+        return {expr.buf}
+    if isinstance(expr, Op):
+        return set().union(*[acc_refs(a) for a in expr.args]) if expr.args else set()
+    if isinstance(expr, Load):
+        return set().union(set(), *[acc_refs(e) for _, e in expr.indirect])
+    return set()
+
+
+def expr_loads(expr) -> list[Load]:
+    if isinstance(expr, Op):
+        return [ld for a in expr.args for ld in expr_loads(a)]
+    if isinstance(expr, Load):
+        return [expr] + [ld for _, e in expr.indirect for ld in expr_loads(e)]
+    return []
+
+
+# ---------------------------------------------------------------------------
+# kernels and their plans
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Phase:
+    """One pass over the inner loops: reductions that accumulate and inner values stored."""
+
+    reductions: list = field(default_factory=list)  # (buf name, reduction_type, expr, dtype)
+    stores: list = field(default_factory=list)  # (buf name, index, expr, dtype)
+
+
+@dataclass
+class KernelPlan:
+    group: tuple
+    phases: list
+    outer_stores: list  # (buf name, index, expr, dtype): after all phases, once per outer index
+    reads: list  # buffers read from memory
+    writes: list  # buffers written to memory
+    flops: int = 0
+
+
+@dataclass
+class Kernel:
+    """One step of the schedule: a generated kernel (``nodes`` fused) or an extern/alias call."""
+
+    name: str
+    kind: str  # "kernel" | "extern" | "alias"
+    nodes: list  # buffer names, in graph order
+    plan: KernelPlan | None = None
+
+    @property
+    def bytes_read(self):
+        return getattr(self, "_br", 0)
+
+
+def plan_kernel(graph: GraphIR, names: list[str], needed: set[str]) -> KernelPlan:
+    """Build the loop plan of a fused kernel; raises :class:`Illegal` when it cannot exist.
+
+    ``needed``: buffers of this kernel that must be written to memory (read by another step
+    or returned from the graph).
+    """
+    pos = {b.name: i for i, b in enumerate(graph.buffers)}
+    bufs = sorted((graph.buffer(n) for n in names), key=lambda b: pos[b.name])
+    group = merged_group(bufs)
+    if group is None:
+        raise Illegal("the nodes do not share an iteration space: " + ", ".join(f"{b.name}{list(b.shape)}" for b in bufs))
+    members = {b.name: b for b in bufs}
+    memo: dict = {}
+    exprs = {b.name: expand(body_in_kernel(b, group), members, group, memo) for b in bufs}
+    level: dict[str, int] = {}
+    for b in bufs:  # graph order is a topological order
+        deps = [level[a] for a in acc_refs(exprs[b.name])]
+        level[b.name] = 1 + max(deps, default=0) if b.kind == "reduction" else max(deps, default=0) + 1
+    n_phases = max([level[b.name] for b in bufs if b.kind == "reduction"] + [0])
+    phases = [Phase() for _ in range(max(n_phases, 1))]
+    outer_stores, writes = [], []
+    for b in bufs:
+        if b.kind == "reduction":
+            phases[level[b.name] - 1].reductions.append((b.name, b.reduction_type, exprs[b.name], b.dtype))
+            if b.name in needed:
+                outer_stores.append((b.name, store_index(b, group), Acc(b.name, b.dtype), b.dtype))
+                writes.append(b.name)
+        elif b.name in needed:
+            entry = (b.name, store_index(b, group), exprs[b.name], b.dtype)
+            if fits(b, group) == "outer" and group[1]:
+                outer_stores.append(entry)
+            else:
+                p = level[b.name] - 1
+                if p >= len(phases):
+                    phases.append(Phase())
+                phases[min(p, len(phases) - 1)].stores.append(entry)
+            writes.append(b.name)
+    reads = list(dict.fromkeys(ld.buf for e in exprs.values() for ld in expr_loads(e)))
+    iters = math.prod(group[0]) * math.prod(group[1])
+    flops = sum(count_ops(e) for e in exprs.values()) * iters
+    return KernelPlan(group, phases, outer_stores, reads, writes, flops)
+
+
+# ---------------------------------------------------------------------------
+# fusion: legality, score, ladder
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Schedule:
+    graph: GraphIR
+    kernels: list
+    strategy: str
+    plan: dict = field(default_factory=dict)  # memory plan: buffer -> ("alloc"|"reuse"|"inplace", other)
+    frees: dict = field(default_factory=dict)  # step index -> buffers whose last use it is
+
+    def __str__(self):
+        lines = [f"# strategy: {self.strategy}, {sum(k.kind == 'kernel' for k in self.kernels)} kernels"]
+        for k in self.kernels:
+            if k.kind == "kernel":
+                st = kernel_stats(self.graph, k)
+                lines.append(f"{k.name}: fused {'+'.join(k.nodes)}  group={_gstr(k.plan.group)}  "
+                             f"reads={k.plan.reads} writes={k.plan.writes}  bytes={st['bytes']}")
+            else:
+                lines.append(f"{k.name}: {k.kind} {k.nodes[0]}")
+        return "\n".join(lines)
+
+
+def _gstr(group):
+    return f"({'x'.join(map(str, group[0])) or '1'}, {'x'.join(map(str, group[1])) or '1'})"
+
+
+def consumers(graph: GraphIR) -> dict[str, set[str]]:
+    users: dict[str, set[str]] = {b.name: set() for b in graph.buffers}
+    for b in graph.buffers:
+        for r in b.reads():
+            users.setdefault(r, set()).add(b.name)
+    return users
+
+
+def output_buffers(graph: GraphIR) -> set[str]:
+    return {o[1] for o in graph.outputs if o[0] == "buf"}
+
+
+def build(graph: GraphIR, groups: list[list[str]], strategy: str) -> Schedule:
+    """Turn a partition of the computed buffers into a Schedule (kernel plans included)."""
+    owner = {n: gi for gi, g in enumerate(groups) for n in g}
+    outs = output_buffers(graph)
+    users = consumers(graph)
+    kernels = []
+    counter = 0
+    order = sorted(range(len(groups)), key=lambda gi: min(graph.buffers.index(graph.buffer(n)) for n in groups[gi]))
+    for gi in _topo(graph, groups, owner, order):
+        names = sorted(groups[gi], key=lambda n: graph.buffers.index(graph.buffer(n)))
+        first = graph.buffer(names[0])
+        if first.kind in ("extern", "alias"):
+            kernels.append(Kernel(f"extern{counter}" if first.kind == "extern" else f"alias{counter}", first.kind, names))
+        else:
+            needed = {n for n in names if n in outs or any(owner.get(u) != gi for u in users.get(n, ()))}
+            kernels.append(Kernel(f"kernel{counter}", "kernel", names, plan_kernel(graph, names, needed)))
+        counter += 1
+    sched = Schedule(graph, kernels, strategy)
+    plan_memory(sched)
+    return sched
+
+
+def _topo(graph, groups, owner, order):
+    deps = {gi: set() for gi in range(len(groups))}
+    for gi, g in enumerate(groups):
+        for n in g:
+            for r in graph.buffer(n).reads():
+                if r in owner and owner[r] != gi:
+                    deps[gi].add(owner[r])
+    done, out = set(), []
+    pending = list(order)
+    while pending:
+        for gi in pending:
+            if deps[gi] <= done:
+                out.append(gi)
+                done.add(gi)
+                pending.remove(gi)
+                break
+        else:
+            raise Illegal("fusion created a cycle between kernels")
+    return out
+
+
+def computed(graph: GraphIR) -> list[Buffer]:
+    return [b for b in graph.buffers if b.kind != "input"]
+
+
+def unfused(graph: GraphIR) -> Schedule:
+    """Rung 0: one kernel per buffer (every intermediate goes through memory)."""
+    return build(graph, [[b.name] for b in computed(graph)], "unfused")
+
+
+def _reachable(graph, groups, owner, src, dst) -> bool:
+    """Is there a path src -> ... -> dst through some third group? (fusing would make a cycle)."""
+    users = consumers(graph)
+    stack = [n for n in groups[src]]
+    seen = set()
+    while stack:
+        n = stack.pop()
+        for u in users.get(n, ()):
+            g = owner.get(u)
+            if g is None or g in seen:
+                continue
+            if g == dst:
+                if n not in groups[src]:
+                    return True
+                continue
+            if g == src:
+                continue
+            seen.add(g)
+            stack.extend(groups[g])
+    return False
+
+
+def can_fuse(graph, groups, owner, a, b) -> tuple[bool, str]:
+    """Inductor's ``can_fuse``: the rules, in the order they are checked, with the reason."""
+    kinds = {graph.buffer(n).kind for n in groups[a] + groups[b]}
+    if kinds & {"extern", "alias"}:
+        return False, "extern calls are not fused"
+    if merged_group([graph.buffer(n) for n in groups[a] + groups[b]]) is None:
+        return False, "iteration spaces differ"
+    if _reachable(graph, groups, owner, a, b) or _reachable(graph, groups, owner, b, a):
+        return False, "a path through another kernel would make a cycle"
+    try:
+        plan_kernel(graph, groups[a] + groups[b], set())
+    except Illegal as exc:
+        return False, str(exc)
+    return True, "ok"
+
+
+def score_fusion(graph, groups, a, b) -> int:
+    """Bytes of memory traffic the fusion can save: buffers one writes and the other reads,
+    plus inputs both read (Inductor's ``score_fusion_memory``)."""
+    ra = {r for n in groups[a] for r in graph.buffer(n).reads()} | set(groups[a])
+    rb = {r for n in groups[b] for r in graph.buffer(n).reads()} | set(groups[b])
+    return sum(graph.buffer(n).nbytes for n in ra & rb)
+
+
+def fuse(graph: GraphIR, vertical_only: bool = False, max_rounds: int = 10, log: list | None = None) -> Schedule:
+    """Greedy fusion (``Scheduler.fuse_nodes``): repeatedly take the best-scoring legal pair.
+
+    ``vertical_only``: consider only producer-consumer pairs (rung 1 of the ladder); otherwise
+    siblings that share an input are candidates too (rung 2).
+    """
+    groups = [[b.name] for b in computed(graph)]
+    for _ in range(max_rounds):
+        owner = {n: gi for gi, g in enumerate(groups) for n in g}
+        cands = []
+        for gi, g in enumerate(groups):
+            reads = {r for n in g for r in graph.buffer(n).reads()}
+            for r in reads:
+                if r in owner and owner[r] != gi:
+                    cands.append((owner[r], gi, "vertical"))
+            if not vertical_only:
+                for gj in range(gi + 1, len(groups)):
+                    rj = {r for n in groups[gj] for r in graph.buffer(n).reads()}
+                    if reads & rj and not any(owner.get(r) == gi for r in rj) and not any(owner.get(r) == gj for r in reads):
+                        cands.append((gi, gj, "sibling"))
+        cands = sorted(set(cands), key=lambda c: (-score_fusion(graph, groups, c[0], c[1]), c[0], c[1]))
+        merged = False
+        for a, b, why in cands:
+            if not groups[a] or not groups[b]:
+                continue
+            ok, reason = can_fuse(graph, groups, owner, a, b)
+            if log is not None:
+                log.append((why, "+".join(groups[a]), "+".join(groups[b]), ok, reason))
+            if ok:
+                groups[a] = groups[a] + groups[b]
+                for n in groups[b]:
+                    owner[n] = a
+                groups[b] = []
+                merged = True
+        groups = [g for g in groups if g]
+        if not merged:
+            break
+    return build(graph, groups, "vertical" if vertical_only else "greedy")
+
+
+def ladder(graph: GraphIR) -> dict[str, Schedule]:
+    """The three rungs: unfused, vertical, greedy (each is checked against unfused in tests)."""
+    return {"unfused": unfused(graph), "vertical": fuse(graph, vertical_only=True), "greedy": fuse(graph)}
+
+
+# ---------------------------------------------------------------------------
+# memory planning, bytes, roofline
+# ---------------------------------------------------------------------------
+
+
+def plan_memory(sched: Schedule) -> None:
+    """Decide, per written buffer, ``alloc`` / ``reuse`` of a dead buffer of the same size and
+    dtype / ``inplace`` over an input that dies in this pointwise kernel; and where to free.
+
+    Graph inputs, extern results and outputs are never recycled (their storage is not ours).
+    """
+    graph = sched.graph
+    outs = output_buffers(graph)
+    last_use = {}
+    for step, k in enumerate(sched.kernels):
+        for r in (k.plan.reads if k.plan else graph.buffer(k.nodes[0]).reads()):
+            last_use[r] = step
+    pool: list[str] = []
+    recyclable = {b.name for b in graph.buffers if b.kind in ("pointwise", "reduction")} - outs
+    for step, k in enumerate(sched.kernels):
+        dying = [r for r in (k.plan.reads if k.plan else []) if last_use.get(r) == step and r in recyclable]
+        for w in (k.plan.writes if k.plan else []):
+            wb = graph.buffer(w)
+            inplace = _inplace_candidate(graph, k, w, dying)
+            if inplace:
+                sched.plan[w] = ("inplace", inplace)
+                dying.remove(inplace)
+                continue
+            match = next((p for p in pool if graph.buffer(p).shape == wb.shape and graph.buffer(p).dtype == wb.dtype), None)
+            if match:
+                pool.remove(match)
+                sched.plan[w] = ("reuse", match)
+            else:
+                sched.plan[w] = ("alloc", None)
+        freed = sorted(r for r, s in last_use.items() if s == step and r in recyclable)
+        sched.frees[step] = freed
+        taken = {v[1] for v in sched.plan.values() if v[0] == "inplace"}
+        pool.extend(f for f in freed if f not in taken)
+
+
+def _inplace_candidate(graph, k: Kernel, w: str, dying: list[str]) -> str | None:
+    plan = k.plan
+    if len(plan.phases) != 1 or plan.phases[0].reductions or plan.outer_stores:
+        return None
+    wb = graph.buffer(w)
+    idx = {n: (i, e) for n, i, e, _ in plan.phases[0].stores}
+    if w not in idx:
+        return None
+    index = idx[w][0]
+    for cand in dying:
+        cb = graph.buffer(cand)
+        if cb.shape != wb.shape or cb.dtype != wb.dtype:
+            continue
+        every = [ld for _, _, e, _ in plan.phases[0].stores for ld in expr_loads(e) if ld.buf == cand]
+        if every and all(not ld.indirect and sympy.expand(ld.index - index) == 0 for ld in every):
+            return cand
+    return None
+
+
+def kernel_stats(graph: GraphIR, k: Kernel, bandwidth: float = 20e9, peak_flops: float = 100e9) -> dict:
+    """Bytes read and written by one kernel and a roofline time estimate (seconds)."""
+    if k.plan is None:
+        return {"bytes_read": 0, "bytes_written": 0, "bytes": 0, "flops": 0, "roofline_s": 0.0}
+    br = sum(graph.buffer(r).nbytes for r in k.plan.reads)
+    bw = sum(graph.buffer(w).nbytes for w in k.plan.writes)
+    t = max((br + bw) / bandwidth, k.plan.flops / peak_flops)
+    return {"bytes_read": br, "bytes_written": bw, "bytes": br + bw, "flops": k.plan.flops, "roofline_s": t}
+
+
+def schedule_stats(sched: Schedule, bandwidth: float = 20e9, peak_flops: float = 100e9) -> dict:
+    ks = [kernel_stats(sched.graph, k, bandwidth, peak_flops) for k in sched.kernels if k.kind == "kernel"]
+    return {"kernels": len(ks), "bytes": sum(s["bytes"] for s in ks), "roofline_s": sum(s["roofline_s"] for s in ks)}
