@@ -15,7 +15,9 @@ Pipeline: C source -> gcc (remarks file) -> ``kernel.so`` -> objdump text -> :cl
 Everything lands in ``.cache/course_lib/cpu/<hash>/``; the report names the file ``kernel.c``
 (gcc runs inside that folder), so no absolute path reaches printed output.
 
-Simplified: one translation unit, C only (Inductor compiles C++ against ATen headers).
+Debug switch: ``COURSE_CPU_DEBUG=1`` prints the gcc command and the raw remarks of each compile.
+
+Simplified: one translation unit, C (or C++ with ``lang="c++"``) (Inductor compiles C++ against ATen headers).
 Reference: GCC manual, "Developer Options" (``-fopt-info``), and the x86 SDM for mnemonics.
 """
 
@@ -325,6 +327,10 @@ def compile_c(source: str, flags: str | Sequence[str] = DEFAULT_FLAGS, *, libs: 
     if not so.exists():
         _build(folder, source, flags, libs, lang)
     remarks_text = (folder / "vec.txt").read_text()
+    if os.environ.get("COURSE_CPU_DEBUG") == "1":  # one switch shows every stage
+        print(f"# ---- compile_c {key[:12]}: {'g++' if lang != 'c' else 'gcc'} {' '.join(flags)} ----")
+        print(f"# ---- remarks ----\n{remarks_text.strip()}")
+        print(f"# ---- objdump: {len((folder / 'asm.txt').read_text().splitlines())} lines in asm.txt ----")
     return CompiledC(source, flags, key, ctypes.CDLL(str(so)), parse_remarks(remarks_text),
                      summarise_loops(parse_remarks(remarks_text), source),
                      Assembly(parse_objdump((folder / "asm.txt").read_text())), remarks_text)
