@@ -243,3 +243,19 @@ def inductor_run_and_get_code(fn, *args, **kwargs):
 # ---------------------------------------------------------------------------
 # llvm (Module 2)
 # ---------------------------------------------------------------------------
+
+
+def triton_jit_function(kernel):
+    """The ``triton.runtime.jit.JITFunction`` behind ``kernel``, for ``triton.compile``.
+
+    Under ``TRITON_INTERPRET=1`` (no GPU) ``@triton.jit`` returns the interpreter's wrapper,
+    which ``ASTSource`` cannot hash; its ``.fn`` (an interpreter internal) is the Python
+    function, which we wrap in a real JITFunction.
+    """
+    jit_function = require("triton.runtime.jit", "JITFunction")
+    if isinstance(kernel, jit_function):
+        return kernel
+    fn = getattr(kernel, "fn", None)
+    if fn is None:
+        raise CompatError("triton's interpreted kernel has no .fn any more: see compat.triton_jit_function")
+    return jit_function(fn)

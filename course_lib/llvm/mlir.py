@@ -64,8 +64,10 @@ class TritonStages:
 
 def _as_jit(kernel) -> JITFunction:
     # Under TRITON_INTERPRET=1 (no GPU) @triton.jit gives an interpreter wrapper; the compiler
-    # needs the JITFunction of the same Python function.
-    return kernel if isinstance(kernel, JITFunction) else JITFunction(kernel.fn)
+    # needs the JITFunction of the same Python function (compat: an interpreter internal).
+    from course_lib import compat
+
+    return compat.triton_jit_function(kernel)
 
 
 _DUMP = re.compile(r"^// -----// IR Dump (?:Before|After) (\w+).*$", re.M)
