@@ -77,8 +77,10 @@ def main(results_dir: pathlib.Path) -> dict:
     for k, v, t, ok, ms, sp, gf, gb, frac in table:
         print(f"{k:<6} {v:<32} {t:>3} {ok:>3} {ms:>9.3f} {sp:>8.1f}x {gf:>8.1f} {gb:>7.1f} {frac:>7.2f}x")
     verdict = "met" if result["best_streaming"]["goal_met"] else "NOT met"
-    print(f"best streaming variant: {best_name} at {best['fraction_of_bandwidth']:.2f}x of read bandwidth "
-          f"(goal {GOAL}x: {verdict})")
+    print(
+        f"best streaming variant: {best_name} at {best['fraction_of_bandwidth']:.2f}x of read bandwidth "
+        f"(goal {GOAL}x: {verdict})"
+    )
     return result
 
 

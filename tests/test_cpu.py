@@ -9,7 +9,8 @@ import struct
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from course_lib import env
 from course_lib.cpu import build, caches, kernels, machine, openmp, roofline, vectorise

@@ -279,9 +279,11 @@ class CompiledC:
 
     def __repr__(self) -> str:
         n_vec = len(self.vectorised_lines)
-        return (f"CompiledC(key={self.key[:12]}, flags={' '.join(self.flags)!r}, "
-                f"functions={sorted(self.asm.functions)}, loops: {n_vec} vectorised, "
-                f"{len(self.report) - n_vec} not)")
+        return (
+            f"CompiledC(key={self.key[:12]}, flags={' '.join(self.flags)!r}, "
+            f"functions={sorted(self.asm.functions)}, loops: {n_vec} vectorised, "
+            f"{len(self.report) - n_vec} not)"
+        )
 
     def _repr_html_(self) -> str:
         import html
@@ -293,7 +295,7 @@ def _split_flags(flags: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(shlex.split(flags)) if isinstance(flags, str) else tuple(flags)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def gcc_version() -> str:
     out = subprocess.run(["gcc", "--version"], capture_output=True, text=True, check=False)
     return out.stdout.splitlines()[0] if out.stdout else "unknown gcc"
@@ -308,8 +310,9 @@ def cache_key(source: str, flags: Sequence[str]) -> str:
     return h.hexdigest()
 
 
-def compile_c(source: str, flags: str | Sequence[str] = DEFAULT_FLAGS, *, libs: Sequence[str] = ("-lm",),
-              lang: str = "c") -> CompiledC:
+def compile_c(
+    source: str, flags: str | Sequence[str] = DEFAULT_FLAGS, *, libs: Sequence[str] = ("-lm",), lang: str = "c"
+) -> CompiledC:
     """Compile ``source`` into a cached shared object and load it.
 
     ``flags`` are gcc's (``"-O3 -march=native"``, ``"-O2"``, ``"-O3 -fopenmp"``...); the course
@@ -331,9 +334,16 @@ def compile_c(source: str, flags: str | Sequence[str] = DEFAULT_FLAGS, *, libs: 
         print(f"# ---- compile_c {key[:12]}: {'g++' if lang != 'c' else 'gcc'} {' '.join(flags)} ----")
         print(f"# ---- remarks ----\n{remarks_text.strip()}")
         print(f"# ---- objdump: {len((folder / 'asm.txt').read_text().splitlines())} lines in asm.txt ----")
-    return CompiledC(source, flags, key, ctypes.CDLL(str(so)), parse_remarks(remarks_text),
-                     summarise_loops(parse_remarks(remarks_text), source),
-                     Assembly(parse_objdump((folder / "asm.txt").read_text())), remarks_text)
+    return CompiledC(
+        source,
+        flags,
+        key,
+        ctypes.CDLL(str(so)),
+        parse_remarks(remarks_text),
+        summarise_loops(parse_remarks(remarks_text), source),
+        Assembly(parse_objdump((folder / "asm.txt").read_text())),
+        remarks_text,
+    )
 
 
 def _build(folder: pathlib.Path, source: str, flags: Sequence[str], libs: Sequence[str], lang: str = "c") -> None:

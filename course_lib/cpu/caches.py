@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+from functools import partial
 
 import numpy as np
 
@@ -207,7 +208,7 @@ def sweep_transpose(sizes, variants=TRANSPOSES, t: int = 32, repeat: int = 3, pr
         a = np.random.default_rng(n).standard_normal((n, n), dtype=np.float32)
         b = np.empty_like(a)
         for v in variants:
-            s = median_time(lambda: f_by[v](ptr(b), ptr(a), n, t), repeat=repeat, min_time=0.005).median
+            s = median_time(partial(f_by[v], ptr(b), ptr(a), n, t), repeat=repeat, min_time=0.005).median
             points.append(SweepPoint("transpose", v, n, 2 * a.nbytes, s))
     return points
 
@@ -221,7 +222,7 @@ def sweep_matmul(sizes, variants=MATMULS, t: int = 32, repeat: int = 3, progress
         a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
         c = np.empty_like(a)
         for v in variants:
-            s = median_time(lambda: f_by[v](ptr(c), ptr(a), ptr(b), n, t), repeat=repeat, min_time=0.005).median
+            s = median_time(partial(f_by[v], ptr(c), ptr(a), ptr(b), n, t), repeat=repeat, min_time=0.005).median
             points.append(SweepPoint("matmul", v, n, 3 * a.nbytes, s))
     return points
 

@@ -113,10 +113,10 @@ def method_body(header_text: str, method: str) -> str | None:
     while depth and i < len(header_text):
         depth += {"{": 1, "}": -1}.get(header_text[i], 0)
         i += 1
-    return header_text[m.start():i]
+    return header_text[m.start() : i]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _header_text(path: str) -> str:
     return pathlib.Path(path).read_text()
 

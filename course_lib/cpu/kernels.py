@@ -188,7 +188,9 @@ def threads_for(variant: str, cores: int) -> int:
 
 
 def triad_fn(lib: CompiledC, name: str = "triad"):
-    return lib.fn(name, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_long, ctypes.c_int])
+    return lib.fn(
+        name, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_long, ctypes.c_int]
+    )
 
 
 def poly_fn(lib: CompiledC):
@@ -225,8 +227,15 @@ def run_triad(variant: str, n: int, threads: int, repeat: int = 5, name: str = "
     call()
     ok = bool(np.allclose(a, b + np.float32(3.0) * c, rtol=1e-5, atol=1e-5))
     t = median_time(call, repeat=repeat).median
-    return KernelRun("triad", variant if name == "triad" else f"{variant} ({name})", threads, ok, t,
-                     2 * n / t / 1e9, 12 * n / t / 1e9)
+    return KernelRun(
+        "triad",
+        variant if name == "triad" else f"{variant} ({name})",
+        threads,
+        ok,
+        t,
+        2 * n / t / 1e9,
+        12 * n / t / 1e9,
+    )
 
 
 def run_poly(variant: str, n: int, threads: int, repeat: int = 5) -> KernelRun:

@@ -76,8 +76,10 @@ class SimdFeatures:
         return name in self.extensions or name.lower() in self.flags
 
     def __str__(self) -> str:
-        return (f"{self.arch}: {', '.join(self.extensions) or 'no SIMD extensions known'}; "
-                f"widest vector {self.vector_bits} bits = {self.float32_lanes} float32 lanes")
+        return (
+            f"{self.arch}: {', '.join(self.extensions) or 'no SIMD extensions known'}; "
+            f"widest vector {self.vector_bits} bits = {self.float32_lanes} float32 lanes"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,8 +103,10 @@ class CacheLevel:
         return self.size_bytes // max(1, self.ways * self.line_bytes)
 
     def __str__(self) -> str:
-        return (f"{self.name:<4} {_human(self.size_bytes):>7}  {self.ways:>2}-way  "
-                f"{self.line_bytes} B lines  {self.sets:>5} sets  shared by {self.shared_by} cpu(s)")
+        return (
+            f"{self.name:<4} {_human(self.size_bytes):>7}  {self.ways:>2}-way  "
+            f"{self.line_bytes} B lines  {self.sets:>5} sets  shared by {self.shared_by} cpu(s)"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,15 +206,23 @@ def read_caches(root: str = "/sys/devices/system/cpu/cpu0/cache") -> tuple[Cache
     """Every cache of cpu0, from sysfs; empty when sysfs has none (containers, macOS)."""
     caches = []
     for index in sorted(pathlib.Path(root).glob("index*")):
-        def read(name: str, default: str = "0") -> str:
+
+        def read(name: str, default: str = "0", index=index) -> str:
             try:
                 return (index / name).read_text().strip()
             except OSError:
                 return default
 
-        caches.append(CacheLevel(int(read("level")), read("type", "Unified"), parse_size(read("size")),
-                                 int(read("ways_of_associativity")), int(read("coherency_line_size", "64")),
-                                 _count_cpus(read("shared_cpu_list", "0"))))
+        caches.append(
+            CacheLevel(
+                int(read("level")),
+                read("type", "Unified"),
+                parse_size(read("size")),
+                int(read("ways_of_associativity")),
+                int(read("coherency_line_size", "64")),
+                _count_cpus(read("shared_cpu_list", "0")),
+            )
+        )
     return tuple(caches)
 
 

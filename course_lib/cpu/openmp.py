@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+from functools import partial
 
 import numpy as np
 
@@ -106,7 +107,7 @@ def time_schedules(n: int, threads: int, chunks=(0, 1, 16), repeat: int = 3) -> 
     for name, kind in SCHEDULES.items():
         for chunk in chunks:
             label = name if chunk == 0 else f"{name},{chunk}"
-            out[label] = median_time(lambda: f(ptr(y), n, kind, chunk, threads), repeat=repeat).median
+            out[label] = median_time(partial(f, ptr(y), n, kind, chunk, threads), repeat=repeat).median
     return out
 
 
@@ -125,7 +126,7 @@ def time_sums(x: np.ndarray, threads: int, repeat: int = 3) -> dict[str, float]:
     out = {}
     for name in ("reduction", "atomic"):
         f = lib.fn(f"sum_{name}", args, ctypes.c_double)
-        out[name] = median_time(lambda: f(ptr(x), x.size, threads), repeat=repeat).median
+        out[name] = median_time(partial(f, ptr(x), x.size, threads), repeat=repeat).median
     return out
 
 
@@ -142,7 +143,7 @@ def time_false_sharing(iters: int, threads: int, strides=(1, 8), repeat: int = 3
     out = {}
     for stride in strides:
         c = np.zeros(threads * stride + 8, np.int64)
-        out[stride] = median_time(lambda: f(ptr(c), stride, iters, threads), repeat=repeat).median
+        out[stride] = median_time(partial(f, ptr(c), stride, iters, threads), repeat=repeat).median
     return out
 
 

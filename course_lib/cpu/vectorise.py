@@ -20,8 +20,8 @@ so the harness calls both the same way and checks the fix against the original's
 
 from __future__ import annotations
 
-import dataclasses
 import ctypes
+import dataclasses
 
 import numpy as np
 
@@ -199,9 +199,16 @@ def run_case(case: Case, n: int = 1 << 16, repeat: int = 5) -> CaseResult:
         run()
         correct &= bool(np.allclose(out, expect, rtol=1e-4, atol=1e-3 * max(1.0, np.sqrt(n) / 64)))
         times.append(median_time(run, repeat=repeat).median)
-    return CaseResult(case.name, bool(vectorised_main_loop(bad)), bool(vectorised_main_loop(good)),
-                      bad.asm.counts("kernel")["packed"], good.asm.counts("kernel")["packed"],
-                      correct, times[0], times[1])
+    return CaseResult(
+        case.name,
+        bool(vectorised_main_loop(bad)),
+        bool(vectorised_main_loop(good)),
+        bad.asm.counts("kernel")["packed"],
+        good.asm.counts("kernel")["packed"],
+        correct,
+        times[0],
+        times[1],
+    )
 
 
 def vectorised_main_loop(lib: CompiledC) -> bool:
@@ -230,4 +237,12 @@ def table_rows(results: list[CaseResult]) -> list[list[str]]:
             for r in results]  # fmt: skip
 
 
-TABLE_HEADERS = ["case", "vectorised as written", "vectorised fixed", "fix correct", "us before", "us after", "speed-up"]
+TABLE_HEADERS = [
+    "case",
+    "vectorised as written",
+    "vectorised fixed",
+    "fix correct",
+    "us before",
+    "us after",
+    "speed-up",
+]
