@@ -67,8 +67,8 @@ def _device_of(example_inputs):
 def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | None = None) -> CompiledGraph:
     """Compile one ATen-level graph (what AOT Autograd hands ``fw_compiler``/``bw_compiler``).
 
-    ``fusion``: ``unfused`` | ``vertical`` | ``greedy``; ``codegen``: ``cpp`` | ``triton``
-    (default: C++ on CPU, Triton on CUDA). Raises :class:`Unsupported` when it cannot.
+    ``fusion``: ``unfused`` | ``vertical`` | ``greedy``; ``codegen``: ``cpp`` | ``triton`` |
+    ``python`` (numpy reference executor); default C++ on CPU, Triton on CUDA. Raises :class:`Unsupported` when it cannot.
     """
     t0 = time.perf_counter()
     device = _device_of(example_inputs)
@@ -93,6 +93,11 @@ def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | Non
                 fns[k.name].argtypes = [cpp.ctypes.c_void_p] * (len(k.plan.reads) + len(k.plan.writes))
         call_names = {k.name: k.name for k in kernels}
         wsrc = wrapper.wrapper_source(sched, call_names, pointer_args=True)
+    elif codegen == "python":
+        from course_lib.inductor import interpret
+
+        source, fns = "# kernels run by course_lib.inductor.interpret (numpy)", interpret.build(kernels)
+        wsrc = wrapper.wrapper_source(sched, {k.name: k.name for k in kernels}, pointer_args=False)
     else:
         from course_lib.inductor import triton_codegen
 
