@@ -19,6 +19,8 @@ API::
     bytecode views: instructions(fn), dis_table(fn), show_dis(fn), code_fields(fn),
                     line_table(fn), frame_view(frame)                   bytecode.py
     compare_with_torch(fn, *args) -> dict of our / torch's counts       (uses compat.dynamo_explain)
+    translator_with(OPNAME=handler, ...) -> InstructionTranslator subclass; pass it as
+        explain(fn, *args, translator_cls=...) to run learner-written handlers
 
 How graph breaks work here: the translator ends the graph before the breaking instruction,
 runs the graph and then that instruction eagerly, and continues symbolically after it within
@@ -33,6 +35,13 @@ from course_lib.dynamo.eval_frame import (
 from course_lib.dynamo.output_graph import BreakRecord, CapturedGraph, OutputGraph
 from course_lib.dynamo.symbolic_convert import HANDLED, InstructionTranslator, Unsupported, opcode_coverage
 from course_lib.dynamo.variables import Guard, Source, wrap
+
+
+def translator_with(**handlers) -> type:
+    """A subclass of InstructionTranslator whose opcode handlers are replaced by ``handlers``
+    (each ``handler(translator, inst)``): the hook a lab uses to run a learner's handler."""
+    methods = {name: (lambda h: lambda self, inst: h(self, inst))(h) for name, h in handlers.items()}
+    return type("LabTranslator", (InstructionTranslator,), methods)
 
 
 def compare_with_torch(fn, *args) -> dict:
@@ -52,5 +61,5 @@ __all__ = [
     "BACKENDS", "HANDLED", "BreakReason", "BreakRecord", "CacheEntry", "CapturedGraph", "ExplainOutput", "Guard",
     "InstructionTranslator", "OptimizedFunction", "OutputGraph", "Source", "Unsupported", "capture", "code_fields",
     "compare_with_torch", "dis_table", "explain", "frame_view", "instructions", "line_table", "opcode_coverage",
-    "optimize", "run_frame", "show_dis", "wrap",
+    "optimize", "run_frame", "show_dis", "translator_with", "wrap",
 ]  # fmt: skip

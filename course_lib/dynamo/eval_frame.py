@@ -85,9 +85,12 @@ def split_callable(fn: Any, args: list) -> tuple[types.FunctionType, list]:
 def frame_locals(fn: Any, args: list, kwargs: dict) -> tuple[types.FunctionType, dict[str, Any]]:
     """The frame's ``f_locals`` at entry: bound arguments, plus the closure's free variables."""
     func, args = split_callable(fn, args)
-    bound = inspect.signature(func).bind(*args, **kwargs)
+    sig = inspect.signature(func)
+    bound = sig.bind(*args, **kwargs)
     bound.apply_defaults()
-    f_locals = dict(bound.arguments)
+    # inspect calls a comprehension's ".0" argument "implicit0"; the frame uses co_varnames
+    real = dict(zip(sig.parameters, func.__code__.co_varnames))
+    f_locals = {real.get(k, k): v for k, v in bound.arguments.items()}
     for name, cell in zip(func.__code__.co_freevars, func.__closure__ or ()):
         f_locals[name] = cell.cell_contents
     return func, f_locals
@@ -100,13 +103,11 @@ def run_frame(fn: Any, args: list, kwargs: dict, output: OutputGraph) -> Any:
     output.frames.append(code.co_name)
     sig = inspect.signature(func)
     local_vars = {}
-    for name in sig.parameters:
+    for pname, name in zip(sig.parameters, code.co_varnames):
         value = f_locals[name]
-        param = sig.parameters[name]
-        source = Source("L", name)
-        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+        if sig.parameters[pname].kind is inspect.Parameter.VAR_POSITIONAL:
             value = tuple(value)
-        local_vars[name] = wrap(value, source)
+        local_vars[name] = wrap(value, Source("L", name))
     cells = {name: CellVar(wrap(f_locals[name], Source("L", name))) for name in code.co_freevars}
     translator_cls = getattr(output, "translator_cls", None) or InstructionTranslator
     translator = translator_cls(code, local_vars, func.__globals__, output, cells)

@@ -61,6 +61,7 @@ class OutputGraph:
         self.graphs: list[CapturedGraph] = []
         self.guards: dict[tuple, Guard] = {}
         self.nested_guards: list[Guard] = []  # guards of frames entered at graph breaks
+        self.mutations: list[tuple] = []
         self.breaks: list[BreakRecord] = []
         self.frames: list[str] = []
         self.graph_id = 0
@@ -105,11 +106,21 @@ class OutputGraph:
             self.attr_names[id(tensor)] = name
         return self.attr_names[id(tensor)]
 
-    def snapshot(self) -> set:
-        return set(self.graph._nodes)
+    def remember(self, var: Any, attr: str) -> None:
+        """Log ``var.attr`` before a handler mutates it, so a broken instruction can be undone."""
+        value = getattr(var, attr)
+        self.mutations.append((var, attr, list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value))
 
-    def restore(self, snapshot: set) -> None:
-        """Undo the nodes added since ``snapshot`` (an instruction that turned out to break)."""
+    def snapshot(self) -> tuple[set, int]:
+        return set(self.graph._nodes), len(self.mutations)
+
+    def restore(self, snapshot: tuple[set, int]) -> None:
+        """Undo the nodes added and the Var mutations made since ``snapshot`` (an instruction
+        that turned out to break, e.g. an inlined call that advanced a shared iterator)."""
+        snapshot, n_mutations = snapshot
+        while len(self.mutations) > n_mutations:
+            var, attr, value = self.mutations.pop()
+            setattr(var, attr, value)
         for node in reversed(self.graph.nodes):
             if node not in snapshot:
                 for user in list(node.users):
@@ -127,6 +138,10 @@ class OutputGraph:
             if guard is not None:
                 self.guards.setdefault((guard.source.name, guard.kind), guard)
         return var
+
+    def discard_graph(self) -> None:
+        """Drop the current graph without compiling it (its tensors keep their eager values)."""
+        self._new_graph()
 
     # -- ending a region ----------------------------------------------------------------------
     def compile_and_run(self, live: list[Var], reason: str, graph_break: bool, frame: str, line: int | None) -> None:

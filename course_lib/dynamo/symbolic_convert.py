@@ -26,9 +26,11 @@ callable), the handler raises :class:`Unsupported` and the top-level translator:
 Simplification against Dynamo: Dynamo does not continue; it generates bytecode that calls the
 compiled graph, runs the breaking instruction, and calls a *resume function* (a new code
 object starting after the break) which is captured as a new frame. We split execution inside
-our interpreter instead, which produces the same graphs and breaks for straight-line code. A
-break inside a ``for`` loop body or a ``with`` block is not supported (Dynamo handles some).
-Tensor mutation (``x.add_(1)``, ``x[0] = 1``) is reported as a break; Dynamo captures it.
+our interpreter instead, which produces the same graphs and breaks. A break inside a loop body
+cannot be resumed by Dynamo either: it gives up on the rest of the frame, and so do we
+(:meth:`InstructionTranslator.skip_rest_of_frame`). ``with`` blocks and exceptions are not
+modelled; tensor mutation (``x.add_(1)``, ``x[0] = 1``) is reported as a break, and ``x += y``
+on a tensor is captured as ``x = x + y``; Dynamo captures mutation faithfully.
 """
 
 from __future__ import annotations
@@ -110,6 +112,10 @@ class InstructionTranslator:
         self.return_value: Var | None = None
         self.current: Instr | None = None
         self.trace: list[str] = []  # the instructions run, for step-through views
+        self.skipped = False  # set when a break inside a loop made us give up capturing this frame
+        # loop bodies: from a backward jump's target to the jump (3.11+: no block stack for loops)
+        self.loops = [(ins.argval, ins.offset) for ins in self.instructions
+                      if ins.opname.startswith(("JUMP_BACKWARD", "POP_JUMP_BACKWARD")) and ins.argval < ins.offset]  # fmt: skip
 
     # -- the main loop ------------------------------------------------------------------
     def run(self) -> Var:
@@ -136,9 +142,29 @@ class InstructionTranslator:
                 raise Unsupported(f"opcode {inst.opname} is not handled")
             handler(inst)
         except Unsupported as exc:
+            if self.skipped:
+                raise
             self.stack, self.locals, self.kw_names, nodes = saved
             self.output.restore(nodes)
-            self.break_graph(inst, handler, exc.reason)
+            if any(start <= inst.offset <= end for start, end in self.loops):
+                self.skip_rest_of_frame(inst, handler, exc.reason)
+            else:
+                self.break_graph(inst, handler, exc.reason)
+
+    def skip_rest_of_frame(self, inst: Instr, handler, reason: str) -> None:
+        """A break inside a loop body: Dynamo cannot resume in the middle of a loop, so it gives
+        up on the frame (the part since the last break runs without a graph). We drop the
+        current graph and run the rest of the frame eagerly; callees are still translated."""
+        from course_lib.dynamo.output_graph import BreakRecord
+
+        line = _rel_line(self.code, inst.line)
+        reason = f"{reason} (inside a loop: the rest of {self.code.co_name} runs without a graph)"
+        self.output.breaks.append(BreakRecord(reason, self.code.co_name, line, f"{inst.opname} {inst.argrepr}".strip()))
+        self.output.discard_graph()
+        self.skipped = self.eager = True
+        if handler is None:
+            raise NotImplementedError(f"course_lib.dynamo cannot run {inst.opname} eagerly either")
+        handler(inst)
 
     def break_graph(self, inst: Instr, handler, reason: str) -> None:
         """End the graph before ``inst``, run ``inst`` eagerly, continue with a fresh graph."""
@@ -154,7 +180,7 @@ class InstructionTranslator:
         try:
             handler(inst)
         finally:
-            self.eager = False
+            self.eager = self.skipped
 
     def live_values(self) -> list[Var]:
         return self.stack + list(self.locals.values()) + list(self.cells.values())
@@ -246,7 +272,9 @@ class InstructionTranslator:
         self.push(self.use(cell.contents))
 
     def STORE_DEREF(self, inst):
-        self.cells.setdefault(inst.argval, CellVar()).contents = self.pop()
+        cell = self.cells.setdefault(inst.argval, CellVar())
+        self.output.remember(cell, "contents")
+        cell.contents = self.pop()
 
     def LOAD_CLOSURE(self, inst):
         self.push(self.cells.setdefault(inst.argval, CellVar()))
@@ -332,6 +360,7 @@ class InstructionTranslator:
         key, obj, value = self.pop(), self.pop(), self.pop()
         if isinstance(obj, (ListVar, DictVar)) and obj.source is None:
             k = key.as_python()
+            self.output.remember(obj, "items")
             obj.items[k] = value
             return
         raise Unsupported("item assignment into a tensor or an input container (mutation is not modelled)")
@@ -358,10 +387,12 @@ class InstructionTranslator:
 
     def LIST_APPEND(self, inst):
         value = self.pop()
+        self.output.remember(self.stack[-inst.arg], "items")
         self.stack[-inst.arg].items.append(value)
 
     def LIST_EXTEND(self, inst):
         value = self.pop()
+        self.output.remember(self.stack[-inst.arg], "items")
         self.stack[-inst.arg].items.extend(self.unpack(value))
 
     def LIST_TO_TUPLE(self, inst):
@@ -427,6 +458,7 @@ class InstructionTranslator:
         if not isinstance(it, IteratorVar):
             raise Unsupported(f"iteration over {it.describe()}")
         if it.pos < len(it.items):
+            self.output.remember(it, "pos")
             it.pos += 1
             self.push(self.use(it.items[it.pos - 1]))
             return
@@ -692,6 +724,7 @@ class InstructionTranslator:
         if isinstance(obj, ListVar) and obj.kind == "list":
             if obj.source is not None and name in ("append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse"):
                 raise Unsupported(f"list.{name} on an input list (side effects are not replayed)")
+            self.output.remember(obj, "items")
             if name == "append":
                 obj.items.append(args[0])
                 return ConstVar(None)

@@ -315,6 +315,9 @@ def is_torch_callable(fn: Any) -> bool:
 CONSTANT_TYPES = (int, float, bool, str, bytes, type(None), complex, torch.dtype, torch.device, torch.Size, range, slice, type(Ellipsis))
 
 
+_PLAIN_ITERATORS = (type(iter([])), type(iter(())), type(iter(range(0))), type(iter("")))
+
+
 def wrap(value: Any, source: Source | None = None) -> Var:
     """The Var for a concrete value (VariableBuilder in torch/_dynamo/variables/builder.py)."""
     if isinstance(value, torch.Tensor):
@@ -326,6 +329,8 @@ def wrap(value: Any, source: Source | None = None) -> Var:
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
         items = [wrap(v, source.item(i) if source else None) for i, v in enumerate(value)]
         return ListVar(items, "list" if isinstance(value, list) else "tuple", source=source)
+    if type(value) in _PLAIN_ITERATORS:  # e.g. a comprehension's ".0" argument
+        return IteratorVar([wrap(v) for v in value], source=None)
     if isinstance(value, dict):
         return DictVar({k: wrap(v, source.item(k) if source else None) for k, v in value.items()}, source=source)
     if is_user_function(value):

@@ -261,6 +261,27 @@ def int_of_tensor(x):
     return x + n
 
 
+def print_in_comprehension(x):
+    ys = [print("step", i) or x * i for i in range(2)]
+    return ys[1] + 1
+
+
+def print_in_loop(x):
+    for i in range(2):
+        print("iteration", i)
+        x = x * 2
+    return x + 1
+
+
+def loop_after_break(x):
+    y = x.cos()
+    print("before the loop")
+    for i in range(2):
+        y = y * 2
+        print("iteration", i)
+    return y
+
+
 CASES = [
     ("add_mul", add_mul, lambda: (t(3),), (1, 0, 0)),
     ("functional", functional, lambda: (t(2, 3),), (1, 0, 0)),
@@ -299,4 +320,7 @@ CASES = [
     ("unsupported_builtin", unsupported_builtin, lambda: (t(3),), (2, 1, 1)),
     ("nested_break", nested_break, lambda: (t(3),), (4, 3, 2)),
     ("int_of_tensor", int_of_tensor, lambda: (t(3),), (2, 1, 1)),
+    ("print_in_comprehension", print_in_comprehension, lambda: (t(3),), (1, 0, 0)),
+    ("print_in_loop", print_in_loop, lambda: (t(3),), (0, -1, 0)),
+    ("loop_after_break", loop_after_break, lambda: (t(3),), (1, 0, 1)),
 ]
