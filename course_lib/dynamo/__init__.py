@@ -30,7 +30,15 @@ docstring). How PEP 523 is used: see eval_frame's docstring.
 
 from course_lib.dynamo.bytecode import code_fields, dis_table, frame_view, instructions, line_table, show_dis
 from course_lib.dynamo.eval_frame import (
-    BACKENDS, BreakReason, CacheEntry, ExplainOutput, OptimizedFunction, capture, explain, optimize, run_frame,
+    BACKENDS,
+    BreakReason,
+    CacheEntry,
+    ExplainOutput,
+    OptimizedFunction,
+    capture,
+    explain,
+    optimize,
+    run_frame,
 )  # fmt: skip
 from course_lib.dynamo.output_graph import BreakRecord, CapturedGraph, OutputGraph
 from course_lib.dynamo.symbolic_convert import HANDLED, InstructionTranslator, Unsupported, opcode_coverage
@@ -40,8 +48,15 @@ from course_lib.dynamo.variables import Guard, Source, wrap
 def translator_with(**handlers) -> type:
     """A subclass of InstructionTranslator whose opcode handlers are replaced by ``handlers``
     (each ``handler(translator, inst)``): the hook a lab uses to run a learner's handler."""
-    methods = {name: (lambda h: lambda self, inst: h(self, inst))(h) for name, h in handlers.items()}
-    return type("LabTranslator", (InstructionTranslator,), methods)
+    return type("LabTranslator", (InstructionTranslator,), {name: _as_method(h) for name, h in handlers.items()})
+
+
+def _as_method(handler):
+    def method(self, inst):
+        return handler(self, inst)
+
+    method.__name__ = getattr(handler, "__name__", "handler")
+    return method
 
 
 def compare_with_torch(fn, *args) -> dict:

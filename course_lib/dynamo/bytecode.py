@@ -68,7 +68,17 @@ def instructions(fn: Any) -> list[Instr]:
     for i, ins in enumerate(dis.get_instructions(code_of(fn))):
         line = ins.positions.lineno if ins.positions else None
         out.append(
-            Instr(i, ins.offset, ins.opname, ins.arg, ins.argval, ins.argrepr, line, ins.is_jump_target, _stack_effect(ins))
+            Instr(
+                i,
+                ins.offset,
+                ins.opname,
+                ins.arg,
+                ins.argval,
+                ins.argrepr,
+                line,
+                ins.is_jump_target,
+                _stack_effect(ins),
+            )
         )
     return out
 

@@ -167,7 +167,11 @@ class ExplainOutput:
         return self.guards
 
     def __str__(self) -> str:
-        lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}", f"Op Count: {self.op_count}"]
+        lines = [
+            f"Graph Count: {self.graph_count}",
+            f"Graph Break Count: {self.graph_break_count}",
+            f"Op Count: {self.op_count}",
+        ]
         lines.append("Break Reasons:")
         for i, r in enumerate(self.break_reasons, 1):
             lines.append(f"  Break Reason {i}: {r}")

@@ -109,7 +109,9 @@ class OutputGraph:
     def remember(self, var: Any, attr: str) -> None:
         """Log ``var.attr`` before a handler mutates it, so a broken instruction can be undone."""
         value = getattr(var, attr)
-        self.mutations.append((var, attr, list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value))
+        self.mutations.append(
+            (var, attr, list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value)
+        )
 
     def snapshot(self) -> tuple[set, int]:
         return set(self.graph._nodes), len(self.mutations)

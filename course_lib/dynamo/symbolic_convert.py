@@ -47,8 +47,25 @@ import torch
 from course_lib.dynamo.bytecode import Instr, instructions
 from course_lib.dynamo.output_graph import OutputGraph
 from course_lib.dynamo.variables import (
-    BuiltinVar, CellVar, ConstVar, DictVar, FunctionVar, IteratorVar, ListVar, MethodVar, ModuleVar,
-    NestedFunctionVar, NullVar, PyObjVar, Source, TensorVar, TorchFnVar, Var, is_torch_callable, is_user_function, wrap,
+    BuiltinVar,
+    CellVar,
+    ConstVar,
+    DictVar,
+    FunctionVar,
+    IteratorVar,
+    ListVar,
+    MethodVar,
+    ModuleVar,
+    NestedFunctionVar,
+    NullVar,
+    PyObjVar,
+    Source,
+    TensorVar,
+    TorchFnVar,
+    Var,
+    is_torch_callable,
+    is_user_function,
+    wrap,
 )  # fmt: skip
 
 
@@ -69,11 +86,29 @@ BINARY_OPS = {
 }  # fmt: skip
 # In-place forms are captured as their out-of-place op (``x += y`` rebinds x); see the module docstring.
 BINARY_OPS.update({k + "=": v for k, v in list(BINARY_OPS.items())})
-COMPARE_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
+COMPARE_OPS = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
 UNARY_OPS = {"UNARY_NEGATIVE": operator.neg, "UNARY_INVERT": operator.invert, "UNARY_POSITIVE": operator.pos}
 
 # Tensor methods and attributes whose answer is a Python value: specialised, not captured.
-TENSOR_STATIC_METHODS = {"size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous", "element_size", "is_floating_point", "get_device"}
+TENSOR_STATIC_METHODS = {
+    "size",
+    "dim",
+    "ndimension",
+    "numel",
+    "nelement",
+    "stride",
+    "is_contiguous",
+    "element_size",
+    "is_floating_point",
+    "get_device",
+}
 TENSOR_STATIC_ATTRS = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "layout", "is_leaf"}
 # Tensor methods that need the data itself: a graph break (Dynamo: capture_scalar_outputs=False).
 TENSOR_DATA_METHODS = {
@@ -645,7 +680,11 @@ class InstructionTranslator:
         pyargs = [a.as_python() for a in args]
         pykw = {k: v.as_python() for k, v in kwargs.items()}
         target = fn.as_python()
-        if isinstance(fn, MethodVar) and isinstance(fn.obj, ModuleVar) and is_user_function(getattr(target, "__func__", None)):
+        if (
+            isinstance(fn, MethodVar)
+            and isinstance(fn.obj, ModuleVar)
+            and is_user_function(getattr(target, "__func__", None))
+        ):
             return wrap(self.output_run_frame(target, pyargs, pykw))
         if isinstance(fn, (FunctionVar, NestedFunctionVar)):
             return wrap(self.output_run_frame(target, pyargs, pykw))
@@ -680,7 +719,9 @@ class InstructionTranslator:
     def add_node(self, op: str, target: Any, args: list[Var], kwargs: dict[str, Var], example: Any) -> Var:
         """Record one node and wrap its example value (tuples of tensors become getitem nodes)."""
         graph = self.output.graph
-        node = graph.create_node(op, target, tuple(self.graph_arg(a) for a in args), {k: self.graph_arg(v) for k, v in kwargs.items()})
+        node = graph.create_node(
+            op, target, tuple(self.graph_arg(a) for a in args), {k: self.graph_arg(v) for k, v in kwargs.items()}
+        )
         return self.wrap_result(node, example)
 
     def wrap_result(self, node, example: Any) -> Var:
@@ -714,7 +755,9 @@ class InstructionTranslator:
                 return wrap(getattr(obj.value, name)(*[a.as_python() for a in args]))
             if name.endswith("_") and not name.endswith("__"):
                 raise Unsupported(f"in-place Tensor.{name}: course_lib.dynamo does not model mutation")
-            example = getattr(obj.value, name)(*[a.as_python() for a in args], **{k: v.as_python() for k, v in kwargs.items()})
+            example = getattr(obj.value, name)(
+                *[a.as_python() for a in args], **{k: v.as_python() for k, v in kwargs.items()}
+            )
             return self.add_node("call_method", name, [obj] + args, kwargs, example)
         if isinstance(obj, ModuleVar):
             fn = getattr(type(obj.value), name)
@@ -722,7 +765,16 @@ class InstructionTranslator:
                 return self.inline_call(FunctionVar(fn), [obj] + args, kwargs)
             raise Unsupported(f"method {name} of {type(obj.value).__name__}")
         if isinstance(obj, ListVar) and obj.kind == "list":
-            if obj.source is not None and name in ("append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse"):
+            if obj.source is not None and name in (
+                "append",
+                "extend",
+                "insert",
+                "pop",
+                "remove",
+                "clear",
+                "sort",
+                "reverse",
+            ):
                 raise Unsupported(f"list.{name} on an input list (side effects are not replayed)")
             self.output.remember(obj, "items")
             if name == "append":
@@ -829,7 +881,9 @@ class InstructionTranslator:
 
 def bind_arguments(code: types.CodeType, defaults: tuple, kwdefaults: dict, args: list, kwargs: dict) -> dict[str, Any]:
     """Bind call arguments to parameter names, as CPython does when it makes the frame."""
-    dummy = types.FunctionType(code, {}, code.co_name, defaults or None, tuple(types.CellType() for _ in code.co_freevars) or None)
+    dummy = types.FunctionType(
+        code, {}, code.co_name, defaults or None, tuple(types.CellType() for _ in code.co_freevars) or None
+    )
     dummy.__kwdefaults__ = dict(kwdefaults) or None
     sig = inspect.signature(dummy)
     bound = sig.bind(*args, **kwargs)

@@ -218,7 +218,13 @@ class NestedFunctionVar(Var):
 
     def as_python(self):
         cells = tuple(types.CellType(c.contents.as_python() if c.contents is not None else None) for c in self.closure)
-        fn = types.FunctionType(self.code, self.globals, self.code.co_name, tuple(d.as_python() for d in self.defaults) or None, cells or None)
+        fn = types.FunctionType(
+            self.code,
+            self.globals,
+            self.code.co_name,
+            tuple(d.as_python() for d in self.defaults) or None,
+            cells or None,
+        )
         fn.__kwdefaults__ = {k: v.as_python() for k, v in self.kwdefaults.items()} or None
         return fn
 
@@ -301,7 +307,7 @@ def is_user_function(fn: Any) -> bool:
     if not isinstance(fn, types.FunctionType):
         return False
     module = fn.__module__ or ""
-    return not module.split(".")[0] in SKIP_MODULES
+    return module.split(".")[0] not in SKIP_MODULES
 
 
 def is_torch_callable(fn: Any) -> bool:
@@ -312,7 +318,21 @@ def is_torch_callable(fn: Any) -> bool:
     return name is not None and getattr(torch, name, None) is fn
 
 
-CONSTANT_TYPES = (int, float, bool, str, bytes, type(None), complex, torch.dtype, torch.device, torch.Size, range, slice, type(Ellipsis))
+CONSTANT_TYPES = (
+    int,
+    float,
+    bool,
+    str,
+    bytes,
+    type(None),
+    complex,
+    torch.dtype,
+    torch.device,
+    torch.Size,
+    range,
+    slice,
+    type(Ellipsis),
+)
 
 
 _PLAIN_ITERATORS = (type(iter([])), type(iter(())), type(iter(range(0))), type(iter("")))

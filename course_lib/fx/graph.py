@@ -408,7 +408,9 @@ class Graph:
             names.add(node.name)
             for inp in node.all_input_nodes:
                 if inp not in seen:
-                    raise ValueError(f"node {node.name} uses {inp.name} before it is defined (or it is not in the graph)")
+                    raise ValueError(
+                        f"node {node.name} uses {inp.name} before it is defined (or it is not in the graph)"
+                    )
                 if node not in inp.users:
                     raise ValueError(f"{inp.name}.users is missing {node.name}")
             for user in node.users:

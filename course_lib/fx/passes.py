@@ -151,9 +151,9 @@ def replace_pattern(graph: Graph, pattern: Callable | Graph, replacement: Callab
                 if node.op == "placeholder":
                     continue
                 if node.op == "output":
-                    new_value = map_arg(node.args[0], lambda n: env[n])
+                    new_value = map_arg(node.args[0], env.__getitem__)
                     break
-                env[node] = graph.node_copy(node, lambda n: env[n])
+                env[node] = graph.node_copy(node, env.__getitem__)
         m.anchor.replace_all_uses_with(new_value)
         replaced_by[m.anchor] = new_value
         inner = [g for p, g in m.nodes_map.items() if p.op != "placeholder"]

@@ -200,7 +200,21 @@ def _binary(op):
     return forward, reflected
 
 
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift", "rshift"):
+for _name in (
+    "add",
+    "sub",
+    "mul",
+    "truediv",
+    "floordiv",
+    "mod",
+    "pow",
+    "matmul",
+    "and",
+    "or",
+    "xor",
+    "lshift",
+    "rshift",
+):
     _op = getattr(operator, _name + "_" if _name in ("and", "or") else _name)
     _fwd, _rev = _binary(_op)
     setattr(Proxy, f"__{_name}__", _fwd)
