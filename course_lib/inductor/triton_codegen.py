@@ -220,7 +220,8 @@ class TritonKernel:
                 f"    {self.name}[grid]({names}, {self.xnumel}, {self.rnumel}, XBLOCK={xblock}, RBLOCK={self.rblock})")
 
 
-def module_source(kernels, persistent_rnumel: int = PERSISTENT_RNUMEL) -> str:
+def module_source(kernels, persistent_rnumel: int | None = None) -> str:
+    persistent_rnumel = persistent_rnumel or PERSISTENT_RNUMEL
     parts = ["import triton", "import triton.language as tl", ""]
     for k in kernels:
         tk = TritonKernel(k.name, k.plan, persistent_rnumel)
@@ -228,7 +229,7 @@ def module_source(kernels, persistent_rnumel: int = PERSISTENT_RNUMEL) -> str:
     return "\n".join(parts)
 
 
-def build(kernels, dtypes, persistent_rnumel: int = PERSISTENT_RNUMEL):
+def build(kernels, dtypes, persistent_rnumel: int | None = None):
     """Write the module under the cache (triton.jit needs a real file) and import it."""
     from course_lib import env
 
