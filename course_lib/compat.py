@@ -136,6 +136,168 @@ def inductor_output_code(fn, *args):
 # ---------------------------------------------------------------------------
 
 
+def triton_ast_source(kernel, signature: dict, constexprs: dict | None = None):
+    """``triton.compiler.ASTSource`` for ``kernel`` with constexprs given by argument name.
+
+    Triton 3.3+ keys constants by ``(argument index,)`` tuples internally; 3.9 also accepts
+    names, 3.6 needs the tuples. We always pass tuples so both stacks agree. ``kernel`` may be
+    the interpreter's wrapper (see :func:`triton_jit_function`).
+    """
+    ast_source = require("triton.compiler", "ASTSource")
+    fn = triton_jit_function(kernel)
+    names = list(fn.arg_names)
+    consts = {}
+    for key, value in (constexprs or {}).items():
+        if isinstance(key, str):
+            if key not in names:
+                raise CompatError(f"constexpr {key!r} is not an argument of {fn.__name__}{tuple(names)}")
+            key = (names.index(key),)
+        consts[key] = value
+    return ast_source(fn=fn, signature=dict(signature), constexprs=consts)
+
+
+def triton_metadata_dict(compiled) -> dict:
+    """``CompiledKernel.metadata`` as a plain dict (a dict in 3.9, a namedtuple in older releases)."""
+    md = compiled.metadata
+    if isinstance(md, dict):
+        return dict(md)
+    if hasattr(md, "_asdict"):
+        return dict(md._asdict())
+    return {k: getattr(md, k) for k in dir(md) if not k.startswith("_")}
+
+
+def triton_nvidia_tool(name: str) -> str:
+    """Path of ``cuobjdump`` / ``nvdisasm`` / ``ptxas`` shipped in ``triton/backends/nvidia/bin``."""
+    import pathlib
+
+    triton = require("triton")
+    path = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
+    if not path.exists():
+        raise CompatError(f"triton no longer ships {name} in triton/backends/nvidia/bin")
+    return str(path)
+
+
+def triton_interpreter_scoped_device_calls() -> bool:
+    """Make the interpreter undo its ``triton.language`` patches after a device-function call.
+
+    In ``triton/runtime/interpreter.py`` (3.9) ``InterpretedFunction.__call__`` (a call of one
+    jit function from another, e.g. ``tl.cdiv`` or ``tl.max`` from ``triton/language/standard.py``)
+    runs ``_patch_lang(self.fn)`` and never restores it, so after the first interpreted launch
+    ``tl.core`` stays patched and the real compiler (``triton.compile``) fails in the same
+    process. We wrap the call so the returned ``_LangPatchScope`` is restored. Returns True when
+    installed (idempotent); False when this Triton has no such scope (nothing to fix).
+    """
+    interp = require("triton.runtime.interpreter")
+    cls = require("triton.runtime.interpreter", "InterpretedFunction")
+    if getattr(cls.__call__, "_course_scoped", False):
+        return True
+    if not hasattr(interp, "_LangPatchScope") or not hasattr(interp, "_patch_lang"):
+        return False
+    error = getattr(interp, "InterpreterError", RuntimeError)
+
+    def __call__(self, *args, **kwargs):
+        scope = interp._patch_lang(self.fn)
+        try:
+            return self.rewrite()(*args, **kwargs)
+        except Exception as e:
+            raise error(repr(e)) from e
+        finally:
+            if hasattr(scope, "restore"):
+                scope.restore()
+
+    __call__._course_scoped = True
+    cls.__call__ = __call__
+    return True
+
+
+def triton_compile_scope(kernel):
+    """Context manager: let ``triton.compile`` see real JITFunctions while the interpreter is on.
+
+    Under ``TRITON_INTERPRET=1`` every ``@triton.jit`` in ``triton/language/standard.py``
+    (``tl.max``, ``tl.sum``, ``tl.cdiv``...) and in the kernel's module is an
+    ``InterpretedFunction``, which the code generator (``triton/compiler/code_generator.py``,
+    ``visit_Call``) would call as plain Python. For the duration of a compile we replace each
+    such attribute of the ``triton.language`` modules and of the kernel's globals with a
+    ``JITFunction`` of the same Python function, and put them back afterwards.
+    """
+    import contextlib
+    import sys
+
+    jit_function = require("triton.runtime.jit", "JITFunction")
+    try:
+        interpreted = require("triton.runtime.interpreter", "InterpretedFunction")
+    except CompatError:
+        interpreted = None
+
+    @contextlib.contextmanager
+    def scope():
+        if interpreted is None:
+            yield
+            return
+        made: dict[int, object] = {}
+        changes = []
+
+        def real(val):
+            if id(val) not in made:
+                made[id(val)] = jit_function(val.fn)
+            return made[id(val)]
+
+        spaces = [vars(m) for name, m in list(sys.modules.items())
+                  if m is not None and (name == "triton.language" or name.startswith("triton.language."))]
+        fn = getattr(kernel, "fn", kernel)
+        spaces.append(getattr(fn, "__globals__", {}))
+        for space in spaces:
+            for name, val in list(space.items()):
+                if isinstance(val, interpreted):
+                    changes.append((space, name, val))
+                    space[name] = real(val)
+        try:
+            yield
+        finally:
+            for space, name, val in reversed(changes):
+                space[name] = val
+
+    return scope()
+
+
+def triton_memory_hook(on_access):
+    """Context manager: call ``on_access(kind, ptrs, mask, grid_idx)`` on every interpreted load/store.
+
+    Patches ``InterpreterBuilder.create_masked_load`` / ``create_masked_store`` of the global
+    ``triton.runtime.interpreter.interpreter_builder`` (unmasked ``create_load``/``create_store``
+    go through them). ``ptrs`` are int64 addresses, ``mask`` a bool array (same shape).
+    ``on_access`` returns the mask to use (it may switch lanes off, e.g. out-of-bounds ones).
+    """
+    import contextlib
+
+    interp = require("triton.runtime.interpreter")
+    builder_cls = require("triton.runtime.interpreter", "InterpreterBuilder")
+    for name in ("create_masked_load", "create_masked_store"):
+        if not hasattr(builder_cls, name):
+            raise CompatError(f"triton.runtime.interpreter.InterpreterBuilder.{name} is gone")
+    tensor_handle = require("triton.runtime.interpreter", "TensorHandle")
+
+    @contextlib.contextmanager
+    def hooked():
+        orig_load, orig_store = builder_cls.create_masked_load, builder_cls.create_masked_store
+
+        def load(self, ptrs, mask, other, *args):
+            m = on_access("load", ptrs.data, mask.data, tuple(self.grid_idx))
+            return orig_load(self, ptrs, tensor_handle(m, mask.dtype), other, *args)
+
+        def store(self, ptrs, value, mask, *args):
+            m = on_access("store", ptrs.data, mask.data, tuple(self.grid_idx))
+            return orig_store(self, ptrs, value, tensor_handle(m, mask.dtype), *args)
+
+        builder_cls.create_masked_load, builder_cls.create_masked_store = load, store
+        try:
+            yield interp
+        finally:
+            builder_cls.create_masked_load, builder_cls.create_masked_store = orig_load, orig_store
+
+    return hooked()
+
+
 # ---------------------------------------------------------------------------
 # dynamo / fx (Module 4, part 1)
 # ---------------------------------------------------------------------------

@@ -1,0 +1,55 @@
+"""One test per course_lib.compat function of Module 3 (fails with a message naming the API)."""
+
+import numpy as np
+import pytest
+
+import course_lib
+from course_lib import compat
+from course_lib.triton import kernels
+
+
+def test_triton_ast_source():
+    src = compat.triton_ast_source(*kernels.signature("add"))
+    assert src.constants == {(4,): 1024}, "ASTSource no longer keys constexprs by (index,)"
+
+
+def test_triton_metadata_dict():
+    class Fake:
+        metadata = {"num_warps": 4}
+
+    assert compat.triton_metadata_dict(Fake()) == {"num_warps": 4}
+
+
+@pytest.mark.parametrize("tool", ["cuobjdump", "nvdisasm", "ptxas"])
+def test_triton_nvidia_tool(tool):
+    assert compat.triton_nvidia_tool(tool).endswith(tool)
+
+
+@pytest.mark.skipif(course_lib.env.has_cuda(), reason="interpreter only")
+def test_triton_interpreter_scoped_device_calls():
+    assert compat.triton_interpreter_scoped_device_calls(), "InterpretedFunction/_LangPatchScope changed"
+
+
+def test_triton_compile_scope():
+    import triton.language as tl
+    from triton.runtime.jit import JITFunction
+
+    before = tl.max
+    with compat.triton_compile_scope(kernels.add_kernel):
+        assert isinstance(tl.max, JITFunction)
+    assert tl.max is before
+
+
+@pytest.mark.skipif(course_lib.env.has_cuda(), reason="interpreter only")
+def test_triton_memory_hook():
+    import torch
+
+    seen = []
+
+    def on(kind, ptrs, mask, grid):
+        seen.append((kind, ptrs.shape, grid))
+        return np.asarray(mask)
+
+    with compat.triton_memory_hook(on):
+        kernels.add(torch.ones(8), torch.ones(8), block=8)
+    assert [k for k, _, _ in seen] == ["load", "load", "store"], "InterpreterBuilder memory ops changed"
