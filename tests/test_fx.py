@@ -157,3 +157,43 @@ def test_control_flow_raises_trace_error():
     with pytest.raises(fx.TraceError):
         fx.symbolic_trace(f)
     assert torch.nn.Module.__call__.__name__ == "_wrapped_call_impl"  # patch undone
+
+
+# --- properties: passes preserve the value of random expression graphs ------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+OPS = [operator.add, operator.mul, operator.sub, torch.sin, torch.relu]
+
+
+@st.composite
+def random_graphs(draw):
+    """A random DAG over two inputs, with duplicate and dead subexpressions likely."""
+    g = fx.Graph()
+    values = [g.placeholder("a"), g.placeholder("b")]
+    for _ in range(draw(st.integers(1, 10))):
+        op = draw(st.sampled_from(OPS))
+        if op in (torch.sin, torch.relu):
+            args = (draw(st.sampled_from(values)),)
+        else:
+            args = (draw(st.sampled_from(values)), draw(st.sampled_from(values)))
+        values.append(g.call_function(op, args))
+    g.output(draw(st.sampled_from(values[2:])))
+    return g
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(random_graphs())
+def test_cse_dce_keep_values_and_invariants(g):
+    a, b = torch.linspace(-1, 1, 5), torch.linspace(2, -2, 5)
+    before = g(a, b)
+    text_nodes = len(g)
+    fx.cse(g)
+    fx.dce(g)
+    g.lint()
+    assert len(g) <= text_nodes
+    assert torch.equal(g(a, b), before)
+    assert torch.equal(fx.compile_graph(g)(a, b), before)
+    assert torch.equal(fx.to_torch_fx(g)(a, b), before)
+    keys = [(n.target, n.args) for n in g.nodes if n.op == "call_function"]
+    assert len(keys) == len(set(keys))  # no duplicate expression survives CSE
