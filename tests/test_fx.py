@@ -197,3 +197,22 @@ def test_cse_dce_keep_values_and_invariants(g):
     assert torch.equal(fx.to_torch_fx(g)(a, b), before)
     keys = [(n.target, n.args) for n in g.nodes if n.op == "call_function"]
     assert len(keys) == len(set(keys))  # no duplicate expression survives CSE
+
+
+def test_aten_graphs_roundtrip_like_torch_fx():
+    """Graphs of ATen OpOverloads (what make_fx / AOT produce) print and run as in torch.fx."""
+    from course_lib import compat
+
+    def f(x, y):
+        return torch.relu(x @ y).sum(1) + 1
+
+    x, y = torch.randn(3, 3), torch.randn(3, 3)
+    gm = compat.make_fx(f, x, y)
+    g = fx.from_torch_fx(gm)
+    assert str(g).strip() == str(gm.graph).strip()
+    assert torch.allclose(fx.compile_graph(g)(x, y), f(x, y))
+    fresh = fx.Graph()
+    a = fresh.placeholder("a")
+    fresh.output(fresh.call_function(torch.ops.aten.add.Tensor, (a, a)))
+    assert [n.name for n in fresh.nodes] == ["a", "add", "output"]
+    assert "torch.ops.aten.add.Tensor" in fresh.code

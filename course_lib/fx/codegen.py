@@ -45,7 +45,7 @@ def _call_args(args: tuple, kwargs: dict) -> str:
 def _callable_name(target: Any, globals_: dict[str, Any]) -> str:
     """A name under which generated code can call ``target``, registering it in globals_."""
     printed = target_name(target)
-    if printed.startswith("torch.") and printed.count(".") == 1:
+    if printed.startswith("torch.") and (printed.count(".") == 1 or printed.startswith("torch.ops.")):
         import torch
 
         globals_["torch"] = torch

@@ -74,6 +74,8 @@ def target_name(target: Any) -> str:
     """How FX prints a target: ``operator.add``, ``torch.relu``, ``sum`` (methods are strings)."""
     if isinstance(target, str):
         return target
+    if type(target).__name__ in ("OpOverload", "OpOverloadPacket"):
+        return f"torch.ops.{target}"  # aten.add.Tensor, as torch.fx prints it
     module = getattr(target, "__module__", None) or ""
     name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
     if module in ("_operator", "operator"):
@@ -87,8 +89,6 @@ def target_name(target: Any) -> str:
         return name
     if name.startswith("_VariableFunctionsClass.") or module == "torch._C._VariableFunctions":
         return f"torch.{name.split('.')[-1]}"
-    if module.startswith("torch._ops") or type(target).__name__ == "OpOverload":
-        return str(target)
     return f"{module}.{name}" if module else name
 
 
@@ -106,8 +106,8 @@ def base_name(op: str, target: Any) -> str:
         text = str(target).replace(".", "_")
     else:
         text = getattr(target, "__name__", None) or type(target).__name__
-        if type(target).__name__ == "OpOverload":  # aten.add.Tensor -> add_tensor
-            text = str(target).split("::")[-1].replace(".", "_")
+        if type(target).__name__ in ("OpOverload", "OpOverloadPacket"):  # aten.add.Tensor -> add
+            text = str(target).split(".")[1]
     text = _snake(text.strip("_") or text)
     if keyword.iskeyword(text) or text in dir(builtins):
         text = text + "_1"  # FX never shadows a builtin: sum -> sum_1
