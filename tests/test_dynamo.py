@@ -200,3 +200,13 @@ def test_step_trace_is_deterministic():
     _, out = dynamo.capture(scaled, (torch.ones(2), 2))
     trace = out.traces[0]
     assert trace[0].endswith("RESUME") and any("BINARY_OP *" in t for t in trace)
+
+
+def test_step_table_shows_stack_and_graph_growth():
+    def f(x, ws):
+        for w in ws:
+            x = x * w
+        return x
+
+    text = str(dynamo.step_table(f, torch.ones(2), [2.0], limit=12))
+    assert "iter(1/1) | T(L['x']) | 2.0" in text and "iter(1/1) | T(mul)" in text

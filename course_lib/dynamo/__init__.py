@@ -12,7 +12,8 @@ API::
         .ops_per_graph .breaks (every break, BreakRecord) .captured (CapturedGraph) .out
     optimize(backend="eager")(fn) -> OptimizedFunction   # backend(graph, example_inputs) -> callable
         .cache (CacheEntry with .guards) .recompile_reasons .calls ("compile"/"hit") .frames_seen
-    capture(fn, args, kwargs=None, backend="eager") -> (result, OutputGraph)
+    capture(fn, args, kwargs=None, backend="eager") -> (result, OutputGraph)   (.traces, .steps per frame)
+    step_table(fn, *args, limit=40) -> table: instruction | stack after it | graph size
     InstructionTranslator, Unsupported, HANDLED, opcode_coverage()      symbolic_convert.py
     OutputGraph, CapturedGraph, BreakRecord                             output_graph.py
     Var kinds (TensorVar, ConstVar, ListVar, ModuleVar, ...), Source, Guard, wrap()   variables.py
@@ -39,6 +40,7 @@ from course_lib.dynamo.eval_frame import (
     explain,
     optimize,
     run_frame,
+    step_table,
 )  # fmt: skip
 from course_lib.dynamo.output_graph import BreakRecord, CapturedGraph, OutputGraph
 from course_lib.dynamo.symbolic_convert import HANDLED, InstructionTranslator, Unsupported, opcode_coverage
@@ -76,5 +78,5 @@ __all__ = [
     "BACKENDS", "HANDLED", "BreakReason", "BreakRecord", "CacheEntry", "CapturedGraph", "ExplainOutput", "Guard",
     "InstructionTranslator", "OptimizedFunction", "OutputGraph", "Source", "Unsupported", "capture", "code_fields",
     "compare_with_torch", "dis_table", "explain", "frame_view", "instructions", "line_table", "opcode_coverage",
-    "optimize", "run_frame", "show_dis", "translator_with", "wrap",
+    "optimize", "run_frame", "show_dis", "step_table", "translator_with", "wrap",
 ]  # fmt: skip

@@ -121,6 +121,7 @@ def run_frame(fn: Any, args: list, kwargs: dict, output: OutputGraph) -> Any:
             output.nested_guards.extend(output.guards.values())
             output.guards = outer_guards
     output.traces = getattr(output, "traces", []) + [translator.trace]
+    output.steps = getattr(output, "steps", []) + [translator.steps]
     return result.as_python()
 
 
@@ -199,6 +200,16 @@ def capture(fn: Any, args: tuple, kwargs: dict | None = None, backend: str | Cal
     finally:  # always uninstall the hook, also when the translated code raises
         compat.dynamo_set_eval_frame(prior)
     return result, output
+
+
+def step_table(fn: Any, *args, limit: int = 40):
+    """The first ``limit`` steps of capturing ``fn(*args)``: instruction, stack after it, and the
+    graph's node count (a course_lib.viz table). Inlined calls show as one CALL step."""
+    from course_lib import viz
+
+    _, output = capture(fn, args)
+    rows = [(ins, " | ".join(stack), nodes) for ins, stack, nodes in output.steps[0][:limit]]
+    return viz.table(rows, headers=("instruction", "stack after (top right)", "graph nodes"))
 
 
 def explain(fn: Any, *args, translator_cls: type | None = None, **kwargs) -> ExplainOutput:

@@ -147,6 +147,7 @@ class InstructionTranslator:
         self.return_value: Var | None = None
         self.current: Instr | None = None
         self.trace: list[str] = []  # the instructions run, for step-through views
+        self.steps: list[tuple[str, list[str], int]] = []  # (instruction, stack after it, graph size)
         self.skipped = False  # set when a break inside a loop made us give up capturing this frame
         # loop bodies: from a backward jump's target to the jump (3.11+: no block stack for loops)
         self.loops = [(ins.argval, ins.offset) for ins in self.instructions
@@ -185,6 +186,7 @@ class InstructionTranslator:
                 self.skip_rest_of_frame(inst, handler, exc.reason)
             else:
                 self.break_graph(inst, handler, exc.reason)
+        self.steps.append((self.trace[-1], [stack_label(v) for v in self.stack], len(self.output.graph)))
 
     def skip_rest_of_frame(self, inst: Instr, handler, reason: str) -> None:
         """A break inside a loop body: Dynamo cannot resume in the middle of a loop, so it gives
@@ -900,6 +902,32 @@ def bind_arguments(code: types.CodeType, defaults: tuple, kwdefaults: dict, args
             value = DictVar(dict(value))
         out[name] = value
     return out
+
+
+def stack_label(var: Var) -> str:
+    """A short, deterministic label for a stack entry (step-through views)."""
+    if isinstance(var, TensorVar):
+        if var.node is not None:
+            return f"T({var.node.name})"
+        return f"T({var.source.name})" if var.source is not None else "T(outside)"
+    if isinstance(var, ConstVar):
+        text = repr(var.value)
+        return text if len(text) <= 12 else text[:11] + "…"
+    if isinstance(var, MethodVar):
+        return f"{stack_label(var.obj)}.{var.name}"
+    if isinstance(var, (TorchFnVar, BuiltinVar, FunctionVar)):
+        return getattr(var.value, "__name__", type(var.value).__name__)
+    if isinstance(var, NullVar):
+        return "NULL"
+    if isinstance(var, ListVar):
+        return f"{var.kind}[{len(var.items)}]"
+    if isinstance(var, IteratorVar):
+        return f"iter({var.pos}/{len(var.items)})"
+    if isinstance(var, ModuleVar):
+        return type(var.value).__name__
+    if isinstance(var, PyObjVar):
+        return getattr(var.value, "__name__", type(var.value).__name__)
+    return type(var).__name__
 
 
 def _is_leaf(module: torch.nn.Module) -> bool:
