@@ -1,0 +1,223 @@
+"""Random programs of the course subset, for differential (property-based) testing.
+
+Teaches how compilers are fuzzed (Csmith for C, YARPGen for LLVM; PyTorch's own tests compare
+compiled with eager): generate a valid program, run it as Python and through the compiler,
+compare. Every generated program terminates, never divides by zero, indexes lists only in
+range and keeps ints small (well inside 64 bits), so any difference is a compiler bug.
+
+API (Module 2's differential tests use it too)::
+
+    prog = generate(seed)          # RandomProgram, deterministic in the seed
+    prog.source                    # Python source text: helper functions, then the main one
+    prog.name                      # the main function's name ("f")
+    prog.args                      # a tuple of arguments: (a: list[int], b: list[float], x: int, y: float)
+    prog.arg_types                 # ["list[int]", "list[float]", "int", "float"]
+    prog.fresh_args()              # a deep copy of args (lists are mutated by the program)
+    prog.function()                # the Python function object (exec of source)
+    prog.expected()                # (return value, lists after the call) from running Python
+    programs()                     # hypothesis strategy of RandomProgram (seeds 0..2**32-1)
+
+Knobs: ``generate(seed, max_depth=2, n_stmts=6)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass
+
+
+@dataclass
+class RandomProgram:
+    seed: int
+    source: str
+    name: str
+    args: tuple
+    arg_types: list
+
+    def fresh_args(self) -> tuple:
+        return copy.deepcopy(self.args)
+
+    def function(self):
+        ns: dict = {}
+        exec(compile(self.source, f"<randprog {self.seed}>", "exec"), ns)
+        return ns[self.name]
+
+    def expected(self):
+        args = self.fresh_args()
+        value = self.function()(*args)
+        return value, [a for a in args if isinstance(a, list)]
+
+
+HELPERS = {
+    "g": "def g(p: int, q: int) -> int:\n    if p > q:\n        return (p - q) % 1009\n    return (p * 3 + q) % 1009\n",
+    "h": "def h(u: float) -> float:\n    return max(-1000.0, min(1000.0, u * 0.5 + 1.0))\n",
+}
+
+
+class _Gen:
+    def __init__(self, rng: random.Random, max_depth: int):
+        self.r = rng
+        self.max_depth = max_depth
+        self.ints = ["x", "i0", "i1", "i2"]
+        self.floats = ["y", "f0", "f1"]
+        self.loop_vars: list[str] = []
+        self.in_loop = 0
+        self.used_helpers: set[str] = set()
+        self.lines: list[str] = []
+        self.nloop = 0
+
+    # --- expressions (depth-bounded)
+    def iexpr(self, d=0) -> str:
+        r = self.r
+        leaf = d >= 2 or r.random() < 0.35
+        if leaf:
+            c = r.random()
+            if c < 0.45:
+                return r.choice(self.ints + self.loop_vars)
+            if c < 0.7:
+                return str(r.randint(-5, 9))
+            if c < 0.85:
+                return f"a[{self.index()}]"
+            return "len(a)"
+        k = r.randrange(10)
+        a, b = self.iexpr(d + 1), self.iexpr(d + 1)
+        if k < 3:
+            return f"({a} {r.choice(['+', '-', '*'])} {b})"
+        if k == 3:
+            return f"({a} {r.choice(['//', '%'])} (abs({b}) + 1))"
+        if k == 4:
+            return f"{r.choice(['min', 'max'])}({a}, {b})"
+        if k == 5:
+            return f"({self.cond(d + 1)})"
+        if k == 6:
+            return f"({a} if {self.cond(d + 1)} else {b})"
+        if k == 7:
+            return f"int({self.fexpr(d + 1)})"
+        if k == 8:
+            self.used_helpers.add("g")
+            return f"g({a}, {b})"
+        return f"(-{a})"
+
+    def fexpr(self, d=0) -> str:
+        r = self.r
+        if d >= 2 or r.random() < 0.35:
+            c = r.random()
+            if c < 0.45:
+                return r.choice(self.floats)
+            if c < 0.7:
+                return repr(r.choice([0.5, 1.25, -2.0, 3.0, 0.0, 10.0]))
+            if c < 0.85:
+                return f"b[{self.index()}]"
+            return f"float({self.iexpr(d + 1)})"
+        k = r.randrange(7)
+        a, b = self.fexpr(d + 1), self.fexpr(d + 1)
+        if k < 3:
+            return f"({a} {r.choice(['+', '-', '*'])} {b})"
+        if k == 3:
+            return f"({a} / (abs({b}) + 1.0))"
+        if k == 4:
+            return f"({a} + {self.iexpr(d + 1)})"
+        if k == 5:
+            self.used_helpers.add("h")
+            return f"h({a})"
+        return f"{r.choice(['min', 'max'])}({a}, {b})"
+
+    def cond(self, d=0) -> str:
+        r = self.r
+        k = r.randrange(6)
+        op = r.choice(["<", "<=", ">", ">=", "==", "!="])
+        if k < 3 or d >= 2:
+            return f"{self.iexpr(d + 1)} {op} {self.iexpr(d + 1)}"
+        if k == 3:
+            return f"{self.fexpr(d + 1)} {op} {self.fexpr(d + 1)}"
+        if k == 4:
+            return f"{self.cond(d + 1)} {r.choice(['and', 'or'])} {self.cond(d + 1)}"
+        return f"not ({self.cond(d + 1)})"
+
+    def index(self) -> str:
+        return f"({self.iexpr(2)}) % len(a)" if self.r.random() < 0.5 else f"({self.iexpr(2)}) % 4"
+
+    # --- statements
+    def emit(self, depth: int, text: str):
+        self.lines.append("    " * depth + text)
+
+    def stmt(self, depth: int, nest: int):
+        r = self.r
+        k = r.randrange(12)
+        if k < 3:
+            v = r.choice(self.ints[1:])
+            self.emit(depth, f"{v} = ({self.iexpr()}) % 1009")
+        elif k < 5:
+            v = r.choice(self.floats[1:])
+            self.emit(depth, f"{v} = max(-1000.0, min(1000.0, {self.fexpr()}))")
+        elif k == 5:
+            self.emit(depth, f"a[{self.index()}] = ({self.iexpr()}) % 1009")
+        elif k == 6:
+            self.emit(depth, f"b[{self.index()}] = max(-1000.0, min(1000.0, {self.fexpr()}))")
+        elif k == 7 and nest < self.max_depth:
+            self.emit(depth, f"if {self.cond()}:")
+            self.block(depth + 1, nest + 1, r.randint(1, 3))
+            if r.random() < 0.5:
+                self.emit(depth, "else:")
+                self.block(depth + 1, nest + 1, r.randint(1, 2))
+        elif k == 8 and nest < self.max_depth:
+            lv = f"k{self.nloop}"
+            self.nloop += 1
+            lo, hi = r.randint(-1, 2), r.randint(0, 5)
+            step = r.choice(["", "", ", 2"])
+            self.emit(depth, f"for {lv} in range({lo}, {hi}{step}):")
+            self.loop_vars.append(lv)
+            self.in_loop += 1
+            self.block(depth + 1, nest + 1, r.randint(1, 3))
+            self.in_loop -= 1
+            self.loop_vars.pop()
+        elif k == 9 and nest < self.max_depth:
+            w = f"w{self.nloop}"
+            self.nloop += 1
+            self.emit(depth, f"{w} = 0")
+            self.emit(depth, f"while {w} < {r.randint(1, 4)}:")
+            self.emit(depth + 1, f"{w} += 1")
+            self.in_loop += 1
+            self.block(depth + 1, nest + 1, r.randint(1, 3))
+            self.in_loop -= 1
+        elif k == 10 and self.in_loop:
+            self.emit(depth, f"if {self.cond()}:")
+            self.emit(depth + 1, r.choice(["break", "continue"]))
+        else:
+            v = r.choice(self.ints[1:])
+            self.emit(depth, f"{v} += {r.randint(1, 3)}")
+
+    def block(self, depth: int, nest: int, n: int):
+        for _ in range(n):
+            self.stmt(depth, nest)
+
+
+def generate(seed: int, max_depth: int = 2, n_stmts: int = 6) -> RandomProgram:
+    """A random terminating program of the subset and its arguments, determined by ``seed``."""
+    r = random.Random(seed)
+    g = _Gen(r, max_depth)
+    ret_float = r.random() < 0.4
+    g.emit(1, "i0 = x % 7")
+    g.emit(1, "i1 = 1")
+    g.emit(1, "i2 = len(a)")
+    g.emit(1, "f0 = y")
+    g.emit(1, "f1 = 0.5")
+    g.block(1, 0, n_stmts)
+    g.emit(1, f"return {g.fexpr() if ret_float else g.iexpr()}")
+    ret = "float" if ret_float else "int"
+    head = f"def f(a: list[int], b: list[float], x: int, y: float) -> {ret}:"
+    helpers = "".join(HELPERS[k] + "\n\n" for k in sorted(g.used_helpers))
+    source = helpers + head + "\n" + "\n".join(g.lines) + "\n"
+    n = r.randint(4, 6)
+    a = [r.randint(-20, 20) for _ in range(n)]
+    b = [round(r.uniform(-10, 10), 2) for _ in range(n)]
+    args = (a, b, r.randint(-30, 30), round(r.uniform(-5, 5), 2))
+    return RandomProgram(seed, source, "f", args, ["list[int]", "list[float]", "int", "float"])
+
+
+def programs():
+    """A hypothesis strategy of :class:`RandomProgram` (imports hypothesis lazily)."""
+    from hypothesis import strategies as st
+
+    return st.integers(min_value=0, max_value=2**32 - 1).map(generate)
