@@ -75,6 +75,13 @@ def py_index(expr) -> str:
     raise Unsupported(f"cannot print index {expr} for Triton")
 
 
+def tile_index(expr) -> str:
+    """An index as a tile: a constant index is broadcast over ``xindex`` so that a scalar
+    address still matches a block mask (Inductor writes ``tl.full([1, 1], 0, tl.int32)``)."""
+    text = py_index(expr)
+    return text if sympy.sympify(expr).free_symbols else f"{text} + 0 * xindex"
+
+
 def py_const(value, dtype) -> str:
     if dtype == "bool":
         return "True" if value else "False"
@@ -120,7 +127,7 @@ class TritonKernel:
                 v = self.emit(e, outer, inner, mask_inner, mask_outer)
                 index = sympy.sympify(index).xreplace({s: sympy.Symbol(v)})
             mask = mask_inner if dep else mask_outer
-            code = f"tl.load({self.ptrs[expr.buf]} + {py_index(index)}, {mask}, other=0)"
+            code = f"tl.load({self.ptrs[expr.buf]} + {tile_index(index)}, {mask}, other=0)"
         else:
             if expr.op not in TRITON_RULES:
                 raise Unsupported(f"no Triton rule for {expr.op}")
@@ -151,10 +158,10 @@ class TritonKernel:
             for phase in self.plan.phases:
                 for buf, index, expr, _ in phase.stores:
                     v = self.emit(expr, outer, outer, "xmask", "xmask")
-                    outer.lines.append(f"tl.store({self.ptrs[buf]} + {py_index(index)}, {v}, xmask)")
+                    outer.lines.append(f"tl.store({self.ptrs[buf]} + {tile_index(index)}, {v}, xmask)")
             for buf, index, expr, _ in self.plan.outer_stores:
                 v = self.emit(expr, outer, outer, "xmask", "xmask")
-                outer.lines.append(f"tl.store({self.ptrs[buf]} + {py_index(index)}, {v}, xmask)")
+                outer.lines.append(f"tl.store({self.ptrs[buf]} + {tile_index(index)}, {v}, xmask)")
         else:
             outer.lines += ["xindex = xoffset + tl.arange(0, XBLOCK)[:, None]", "xmask = xindex < xnumel"]
             outer.lines += self.decompose_lines("xindex", outer_sizes, xs)
@@ -171,7 +178,7 @@ class TritonKernel:
                     self.phase(phase, outer, None, looped=True)
             for buf, index, expr, _ in self.plan.outer_stores:
                 v = self.emit(expr, outer, outer, "xmask", "xmask")
-                outer.lines.append(f"tl.store({self.ptrs[buf]} + {py_index(index)}, {v}, xmask)")
+                outer.lines.append(f"tl.store({self.ptrs[buf]} + {tile_index(index)}, {v}, xmask)")
         return "\n".join(head + ["    " + ln for ln in outer.lines])
 
     def phase(self, phase, outer: Scope, shared, looped: bool):
@@ -188,7 +195,7 @@ class TritonKernel:
                 self.accs[buf] = acc
             for buf, index, expr, _ in phase.stores:
                 v = self.emit(expr, outer, shared, mask, "xmask")
-                shared.lines.append(f"tl.store({self.ptrs[buf]} + {py_index(index)}, {v}, {mask})")
+                shared.lines.append(f"tl.store({self.ptrs[buf]} + {tile_index(index)}, {v}, {mask})")
             # accumulators become visible to later phases through the shared scope
             return
         # looped: flush invariant lines first, then one loop per phase
@@ -201,7 +208,7 @@ class TritonKernel:
             inner.lines.append(f"{acc}_tile = tl.where({mask}, {TRITON_COMBINE[rtype].format(acc + '_tile', v)}, {acc}_tile)")
         for buf, index, expr, _ in phase.stores:
             v = self.emit(expr, outer, inner, mask, "xmask")
-            inner.lines.append(f"tl.store({self.ptrs[buf]} + {py_index(index)}, {v}, {mask})")
+            inner.lines.append(f"tl.store({self.ptrs[buf]} + {tile_index(index)}, {v}, {mask})")
         body = ["rindex = roffset + tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
         body += self.decompose_lines("rindex", inner_sizes, rs) + inner.lines
         outer.lines.append("for roffset in range(0, rnumel, RBLOCK):")
@@ -210,9 +217,14 @@ class TritonKernel:
             outer.lines.append(f"acc_{buf} = {TRITON_REDUCE[rtype].format(f'acc_{buf}_tile')}")
             self.accs[buf] = f"acc_{buf}"
 
+    def xblock(self) -> int:
+        """Inductor's heuristics pick this per launch; one fixed rule here."""
+        if not self.reduction:
+            return min(next_pow2(self.xnumel * self.rnumel), 1024)
+        return max(1, min(next_pow2(self.xnumel), 4096 // self.rblock))
+
     def launcher(self) -> str:
-        xblock = (min(next_pow2(self.xnumel * self.rnumel), 1024) if not self.reduction
-                  else max(1, min(next_pow2(self.xnumel), 4096 // self.rblock)))
+        xblock = self.xblock()
         total = self.xnumel * (1 if self.reduction else self.rnumel)
         names = ", ".join(self.ptrs.values())
         return (f"def launch_{self.name}({names}):\n"
@@ -244,4 +256,31 @@ def build(kernels, dtypes, persistent_rnumel: int | None = None):
     spec = importlib.util.spec_from_file_location(f"course_triton_{key}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return source, {k.name: getattr(mod, f"launch_{k.name}") for k in kernels}
+    fns = {}
+    for k in kernels:
+        launch = getattr(mod, f"launch_{k.name}")
+        tk = TritonKernel(k.name, k.plan, persistent_rnumel or PERSISTENT_RNUMEL)
+        launch.jit_fn = getattr(mod, k.name)
+        launch.signature = {**{p: "*" + TRITON_SIG[dtypes.get(b, "float32")] for b, p in tk.ptrs.items()},
+                            "xnumel": "i32", "rnumel": "i32", "XBLOCK": "constexpr", "RBLOCK": "constexpr"}
+        launch.constexprs = {"XBLOCK": tk.xblock(), "RBLOCK": tk.rblock}
+        fns[k.name] = launch
+    return source, fns
+
+
+TRITON_SIG = {"float32": "fp32", "float64": "fp64", "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8",
+              "uint8": "u8", "bool": "i1"}  # fmt: skip
+
+
+def compile_to_ptx(compiled, target: str = "sm_90") -> dict:
+    """Every stage (TTIR ... PTX) of each Triton kernel of a ``CompiledGraph`` built with
+    ``codegen="triton"``, through course_lib.triton.compile_stages (no GPU needed)."""
+    from course_lib.triton import compile_stages
+
+    call_globals = compiled.call.__globals__
+    out = {}
+    for k in compiled.schedule.kernels:
+        if k.kind == "kernel":
+            launch = call_globals[k.name]
+            out[k.name] = compile_stages(launch.jit_fn, launch.signature, launch.constexprs, target)
+    return out
