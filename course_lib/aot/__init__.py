@@ -1,0 +1,24 @@
+"""course_lib.aot: AOT Autograd in miniature (teaches torch/_functorch/aot_autograd.py and
+torch/_functorch/partitioners.py).
+
+Position: Python function --> joint forward+backward graph of primitives --> partition into a
+forward graph and a backward graph --> compilers --> a torch.autograd.Function.
+
+API::
+
+    joint_graph(fn, *args, wrt=None) -> Joint        .graph .primals .tangents .outputs .forward
+    partition(joint, method="default" | "min_cut") -> Partition
+        .forward .backward (Graphs)  .saved (names)  .saved_bytes  .recomputed (names)  .summary()
+    aot_function(fn, fw_compiler=None, bw_compiler=None, partition_method="default") -> callable
+        a compiler is ``compiler(graph, example_inputs) -> callable``; None runs the graph's Python code
+    DERIVATIVES / derivative(op) / vjp(op, grad, *args)   the derivative rules
+    draw_joint(joint, part) -> picture with saved tensors and the cut highlighted
+"""
+
+from course_lib.aot.function import aot_function
+from course_lib.aot.joint import Joint, backward_pass, joint_graph
+from course_lib.aot.partition import Partition, draw_joint, partition
+from course_lib.aot.rules import DERIVATIVES, derivative, sum_to, vjp
+
+__all__ = ["DERIVATIVES", "Joint", "Partition", "aot_function", "backward_pass", "derivative", "draw_joint",
+           "joint_graph", "partition", "sum_to", "vjp"]  # fmt: skip

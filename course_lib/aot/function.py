@@ -1,0 +1,83 @@
+"""``aot_function``: a joint graph, partitioned and compiled, behind a torch.autograd.Function
+(teaches torch/_functorch/aot_autograd.py ``aot_function`` and
+torch/_functorch/_aot_autograd/runtime_wrappers.py, ``CompiledFunction``).
+
+Position: Python function --> joint graph --> partition --> fw_compiler(forward graph),
+bw_compiler(backward graph) --> a callable that torch.autograd can differentiate.
+
+On the first call with new input shapes/dtypes it traces and compiles (a cache keyed by those,
+torch keys by the inputs' metadata too). Forward runs the compiled forward graph and keeps the
+saved tensors in ``ctx``; backward feeds them and the incoming gradients to the compiled
+backward graph. A compiler is ``compiler(graph, example_inputs) -> callable``; ``None`` uses
+course_lib.fx's generated Python code (torch's default is also "run the graph as it is").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from course_lib.aot.joint import joint_graph
+from course_lib.aot.partition import partition
+
+
+def _default_compiler(graph, example_inputs):
+    from course_lib.fx import compile_graph
+
+    return compile_graph(graph)
+
+
+def _key(args) -> tuple:
+    return tuple((tuple(a.shape), a.dtype, a.requires_grad) if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def _compile(fn, args, fw_compiler, bw_compiler, method):
+    joint = joint_graph(fn, *args)
+    part = partition(joint, method)
+    fw = (fw_compiler or _default_compiler)(part.forward, [a for a in args])
+    bw = (bw_compiler or _default_compiler)(part.backward, None)
+    n_out, wrt, n_args = joint.num_outputs, joint.wrt, len(args)
+
+    class CompiledFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *inputs):
+            results = fw(*inputs)
+            outs, saved = results[:n_out], results[n_out:]
+            ctx.save_for_backward(*saved)
+            return tuple(outs)
+
+        @staticmethod
+        def backward(ctx, *grad_outputs):
+            tangents = [g if g is not None else torch.zeros(()) for g in grad_outputs]
+            grads = bw(*ctx.saved_tensors, *tangents)
+            full: list[Any] = [None] * n_args
+            for i, g in zip(wrt, grads):
+                full[i] = g
+            return tuple(full)
+
+    CompiledFunction.joint, CompiledFunction.partition = joint, part
+    return CompiledFunction
+
+
+def aot_function(fn: Callable, fw_compiler: Callable | None = None, bw_compiler: Callable | None = None,
+                 partition_method: str = "default") -> Callable:  # fmt: skip
+    """Wrap ``fn`` (tensors in, a tensor or tuple of tensors out) so it runs through our AOT stack.
+
+    The returned callable has ``.cache`` ({input key: CompiledFunction}); each CompiledFunction
+    carries ``.joint`` and ``.partition`` for inspection.
+    """
+    cache: dict[tuple, Any] = {}
+
+    def compiled(*args):
+        key = _key(args)
+        if key not in cache:
+            cache[key] = _compile(fn, args, fw_compiler, bw_compiler, partition_method)
+        outs = cache[key].apply(*args)
+        example = outs if len(outs) != 1 else outs[0]
+        return example
+
+    compiled.cache = cache
+    compiled.__wrapped__ = fn
+    return compiled

@@ -1,0 +1,151 @@
+"""The joint forward+backward graph (teaches torch/_functorch/aot_autograd.py and
+torch/_functorch/_aot_autograd/traced_function_transforms.py: ``create_joint``).
+
+Position: Python function + example inputs --> ATen graph (make_fx) --> primitive graph
+(course_lib.decomp) --> **joint graph**: ``(primals..., tangents...) -> (outputs..., grads...)``.
+
+How: a function ``joint(primals, tangents)`` runs the primitive forward graph, then walks its
+nodes in reverse applying the derivative rules of :mod:`course_lib.aot.rules` (reverse-mode AD
+with a gradient accumulator per value). Tracing ``joint`` with make_fx records forward and
+backward as one functional graph: no in-place ops, no autograd tape, just ATen primitives.
+Real AOT Autograd does the same trace but lets torch's own autograd supply the backward
+(``torch.autograd.grad`` inside make_fx); we use our own rules so every backward node is visible.
+
+Placeholders are named as in torch: ``primals_1..n`` then ``tangents_1..m``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from course_lib import decomp
+from course_lib.aot.rules import DERIVATIVES, NOT_DIFFERENTIABLE
+from course_lib.fx import Graph, Node, map_arg
+
+aten = torch.ops.aten
+
+
+def _flat(out: Any) -> list:
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int]) -> tuple[list, list]:
+    """Run ``graph`` on ``primals`` and back-propagate ``tangents``; returns (outputs, grads).
+
+    ``grads`` has one entry per index in ``wrt`` (zeros when the output does not depend on it).
+    Raises KeyError naming the op when a node has no derivative rule.
+    """
+    env: dict[Node, Any] = {}
+    inputs = iter(primals)
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            env[node] = next(inputs)
+        elif node.op == "call_function":
+            env[node] = node.target(*map_arg(node.args, env.get), **map_arg(node.kwargs, env.get))
+        elif node.op == "output":
+            out_nodes = _flat(node.args[0])
+    outputs = [env[n] for n in out_nodes]
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    live = _depends_on([placeholders[i] for i in wrt])  # only these values need a gradient
+    grad: dict[Node, Any] = {}
+    for n, t in zip(out_nodes, tangents):
+        _accumulate(grad, n, t)
+    for node in reversed(graph.nodes):
+        if node.op != "call_function" or node not in grad or node.target in NOT_DIFFERENTIABLE:
+            continue
+        if node.target not in DERIVATIVES:
+            raise KeyError(f"no derivative rule for {node.target} (node {node.name})")
+        args, kwargs = map_arg(node.args, env.get), map_arg(node.kwargs, env.get)
+        arg_grads = DERIVATIVES[node.target](grad[node], env[node], *args, **kwargs)
+        for a, g in zip(node.args, arg_grads):
+            if isinstance(a, Node) and g is not None and a in live:
+                _accumulate(grad, a, g)
+    grads = [grad.get(placeholders[i], None) for i in wrt]
+    grads = [g if g is not None else aten.mul.Tensor(primals[i], 0.0) for g, i in zip(grads, wrt)]
+    return outputs, grads
+
+
+def _depends_on(roots: list[Node]) -> set[Node]:
+    seen, stack = set(), list(roots)
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            stack.extend(n.users)
+    return seen
+
+
+def _accumulate(grad: dict, node: Node, g) -> None:
+    grad[node] = aten.add.Tensor(grad[node], g) if node in grad else g
+
+
+@dataclasses.dataclass
+class Joint:
+    """A joint graph and how to read its inputs and outputs.
+
+    ``graph``: placeholders ``primals_*`` then ``tangents_*``; output ``(*outputs, *grads)``.
+    ``wrt``: which primals get a gradient (in order); ``forward``: the primitive forward graph.
+    """
+
+    graph: Graph
+    num_primals: int
+    num_outputs: int
+    wrt: list[int]
+    forward: Graph
+
+    @property
+    def primals(self) -> list[Node]:
+        return [n for n in self.graph.nodes if n.op == "placeholder"][: self.num_primals]
+
+    @property
+    def tangents(self) -> list[Node]:
+        return [n for n in self.graph.nodes if n.op == "placeholder"][self.num_primals :]
+
+    @property
+    def outputs(self) -> list[Node]:
+        return _flat(self.graph.output_node().args[0])
+
+    def __str__(self) -> str:
+        return str(self.graph)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return {"text/plain": str(self)}
+
+
+def _wanted(args: tuple) -> list[int]:
+    tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    marked = [i for i in tensors if args[i].requires_grad]
+    return marked or tensors
+
+
+def joint_graph(fn: Callable, *args: Any, wrt: list[int] | None = None) -> Joint:
+    """Trace ``fn(*args)`` forward and backward into one functional graph of primitives.
+
+    Gradients are taken for the inputs that ``requires_grad`` (all float tensors if none do),
+    or for the indices in ``wrt``. The tangents have the outputs' shapes.
+    """
+    plain = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+    wrt = _wanted(args) if wrt is None else list(wrt)
+    forward = decomp.trace(fn, *plain)
+    example_out = _flat(fn(*plain))
+    tangents = [torch.ones_like(o) for o in example_out]
+    n = len(plain)
+
+    def joint(*flat):
+        outs, grads = backward_pass(forward, list(flat[:n]), list(flat[n:]), wrt)
+        return (*outs, *grads)
+
+    graph = decomp.trace(joint, *plain, *tangents)
+    graph.eliminate_dead_code()
+    _rename_placeholders(graph, n)
+    return Joint(graph, n, len(example_out), wrt, forward)
+
+
+def _rename_placeholders(graph: Graph, num_primals: int) -> None:
+    for i, node in enumerate(n for n in graph.nodes if n.op == "placeholder"):
+        name = f"primals_{i + 1}" if i < num_primals else f"tangents_{i - num_primals + 1}"
+        node.name = node.target = name

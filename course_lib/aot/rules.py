@@ -1,0 +1,244 @@
+"""Derivative rules for the primitive set (teaches tools/autograd/derivatives.yaml and
+torch/csrc/autograd/FunctionsManual.cpp, where torch keeps one backward formula per ATen op).
+
+Position: primitive Graph --> (rules, applied in reverse order by :func:`backward_pass`) --> the
+backward half of the joint graph.
+
+A rule is ``rule(grad, out, *args, **kwargs) -> tuple`` with one entry per positional argument:
+the gradient for that argument, or ``None`` when it is not a tensor or not differentiable.
+Rules are written in ATen ops, so under tracing they become graph nodes; pointwise primitives
+broadcast, so every gradient goes through :func:`sum_to` to get back to its input's shape.
+
+Where torch differs: torch's formulas may call fused backward ops (``threshold_backward``,
+``tanh_backward``); ours call primitives only, so the joint graph stays in the primitive set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+aten = torch.ops.aten
+
+DERIVATIVES: dict = {}
+
+
+def derivative(*ops) -> Callable:
+    """Decorator: ``@derivative(aten.exp.default)`` registers a rule in :data:`DERIVATIVES`."""
+
+    def wrap(fn: Callable) -> Callable:
+        for op in ops:
+            DERIVATIVES[op] = fn
+        return fn
+
+    return wrap
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, Tensor)
+
+
+def sum_to(g: Tensor, shape) -> Tensor:
+    """Undo broadcasting: sum ``g`` down to ``shape`` (leading dims, then size-1 dims)."""
+    shape = list(shape)
+    if list(g.shape) == shape:
+        return g
+    lead = g.dim() - len(shape)
+    dims = list(range(lead)) + [lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1]
+    if dims:
+        g = aten.sum.dim_IntList(g, dims, True)
+    return aten.view.default(g, shape)
+
+
+def _fit(g: Tensor | None, x) -> Tensor | None:
+    return sum_to(g, x.shape) if g is not None and is_tensor(x) else None
+
+
+def _zeros(g: Tensor) -> Tensor:
+    return aten.mul.Tensor(g, 0.0)
+
+
+# ------------------------------------------------------------------ pointwise
+
+
+@derivative(aten.add.Tensor)
+def add(g: Tensor, out: Tensor, a, b, alpha: float = 1) -> tuple:
+    return _fit(g, a), _fit(aten.mul.Tensor(g, alpha) if alpha != 1 else g, b)
+
+
+@derivative(aten.sub.Tensor)
+def sub(g: Tensor, out: Tensor, a, b, alpha: float = 1) -> tuple:
+    return _fit(g, a), _fit(aten.neg.default(aten.mul.Tensor(g, alpha) if alpha != 1 else g), b)
+
+
+@derivative(aten.mul.Tensor)
+def mul(g: Tensor, out: Tensor, a, b) -> tuple:
+    return _fit(aten.mul.Tensor(g, b), a), _fit(aten.mul.Tensor(g, a), b)
+
+
+@derivative(aten.div.Tensor)
+def div(g: Tensor, out: Tensor, a, b) -> tuple:
+    ga = aten.div.Tensor(g, b)
+    gb = aten.neg.default(aten.mul.Tensor(g, aten.div.Tensor(out, b))) if is_tensor(b) else None
+    return _fit(ga, a), _fit(gb, b)
+
+
+@derivative(aten.neg.default)
+def neg(g: Tensor, out: Tensor, a: Tensor) -> tuple:
+    return (aten.neg.default(g),)
+
+
+@derivative(aten.exp.default)
+def exp(g: Tensor, out: Tensor, a: Tensor) -> tuple:
+    return (aten.mul.Tensor(g, out),)  # d exp = exp: reuses the forward output
+
+
+@derivative(aten.log.default)
+def log(g: Tensor, out: Tensor, a: Tensor) -> tuple:
+    return (aten.div.Tensor(g, a),)
+
+
+@derivative(aten.tanh.default)
+def tanh(g: Tensor, out: Tensor, a: Tensor) -> tuple:
+    return (aten.mul.Tensor(g, aten.rsub.Scalar(aten.mul.Tensor(out, out), 1.0)),)
+
+
+@derivative(aten.sqrt.default)
+def sqrt(g: Tensor, out: Tensor, a: Tensor) -> tuple:
+    return (aten.div.Tensor(g, aten.mul.Tensor(out, 2.0)),)
+
+
+@derivative(aten.rsqrt.default)
+def rsqrt(g: Tensor, out: Tensor, a: Tensor) -> tuple:
+    # d a^(-1/2) = -1/2 a^(-3/2) = -1/2 out^3
+    return (aten.mul.Tensor(g, aten.mul.Tensor(aten.pow.Tensor_Scalar(out, 3), -0.5)),)
+
+
+@derivative(aten.sin.default)
+def sin(g: Tensor, out: Tensor, a: Tensor) -> tuple:
+    return (aten.mul.Tensor(g, aten.cos.default(a)),)
+
+
+@derivative(aten.cos.default)
+def cos(g: Tensor, out: Tensor, a: Tensor) -> tuple:
+    return (aten.neg.default(aten.mul.Tensor(g, aten.sin.default(a))),)
+
+
+@derivative(aten.erf.default)
+def erf(g: Tensor, out: Tensor, a: Tensor) -> tuple:
+    two_over_sqrt_pi = 1.1283791670955126
+    return (aten.mul.Tensor(g, aten.mul.Tensor(aten.exp.default(aten.neg.default(aten.mul.Tensor(a, a))),
+                                               two_over_sqrt_pi)),)  # fmt: skip
+
+
+@derivative(aten.pow.Tensor_Scalar)
+def pow_scalar(g: Tensor, out: Tensor, a: Tensor, n: float) -> tuple:
+    return (aten.mul.Tensor(g, aten.mul.Tensor(aten.pow.Tensor_Scalar(a, n - 1), n)), None)
+
+
+def _split_ties(g: Tensor, a: Tensor, b: Tensor, first_wins: Tensor) -> tuple:
+    """max/min send the gradient to the winner; a tie splits it in half (as torch does)."""
+    half = aten.mul.Tensor(g, 0.5)
+    zero = _zeros(g)
+    tie = aten.eq.Tensor(a, b)
+    ga = aten.where.self(tie, half, aten.where.self(first_wins, g, zero))
+    gb = aten.where.self(tie, half, aten.where.self(first_wins, zero, g))
+    return _fit(ga, a), _fit(gb, b)
+
+
+@derivative(aten.maximum.default)
+def maximum(g: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tuple:
+    return _split_ties(g, a, b, aten.gt.Tensor(a, b))
+
+
+@derivative(aten.minimum.default)
+def minimum(g: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tuple:
+    return _split_ties(g, a, b, aten.lt.Tensor(a, b))
+
+
+@derivative(aten.where.self)
+def where(g: Tensor, out: Tensor, cond: Tensor, a: Tensor, b: Tensor) -> tuple:
+    zero = _zeros(g)
+    return None, _fit(aten.where.self(cond, g, zero), a), _fit(aten.where.self(cond, zero, g), b)
+
+
+@derivative(aten._to_copy.default)
+def to_copy(g: Tensor, out: Tensor, a: Tensor, **kwargs) -> tuple:
+    return (aten._to_copy.default(g, dtype=a.dtype) if g.dtype != a.dtype else g,)
+
+
+# ------------------------------------------------------------------ reductions
+
+
+def _keep(x: Tensor, dims, keepdim: bool, like: Tensor) -> Tensor:
+    """A reduction's result with its reduced axes put back as size 1 (so it broadcasts)."""
+    if keepdim:
+        return x
+    shape = [1 if i in dims else s for i, s in enumerate(like.shape)]
+    return aten.view.default(x, shape)
+
+
+def _reduced(a: Tensor, dim) -> list[int]:
+    if dim is None or len(dim) == 0:
+        return list(range(a.dim()))
+    return [d % a.dim() for d in dim]
+
+
+@derivative(aten.sum.dim_IntList)
+def sum_dim(g: Tensor, out: Tensor, a: Tensor, dim=None, keepdim: bool = False, **kwargs) -> tuple:
+    dims = _reduced(a, dim)
+    return aten.expand.default(_keep(g, dims, keepdim, a), list(a.shape)), None, None
+
+
+@derivative(aten.amax.default)
+def amax(g: Tensor, out: Tensor, a: Tensor, dim=(), keepdim: bool = False) -> tuple:
+    dims = _reduced(a, list(dim))
+    mask = aten._to_copy.default(aten.eq.Tensor(a, _keep(out, dims, keepdim, a)), dtype=g.dtype)
+    share = aten.div.Tensor(mask, aten.sum.dim_IntList(mask, dims, True))  # ties share equally
+    return aten.mul.Tensor(share, _keep(g, dims, keepdim, a)), None, None
+
+
+# ------------------------------------------------------------------ views and extern
+
+
+@derivative(aten.view.default)
+def view(g: Tensor, out: Tensor, a: Tensor, shape) -> tuple:
+    return aten.view.default(g, list(a.shape)), None
+
+
+@derivative(aten.permute.default)
+def permute(g: Tensor, out: Tensor, a: Tensor, perm) -> tuple:
+    inverse = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inverse[p % len(perm)] = i
+    return aten.permute.default(g, inverse), None
+
+
+@derivative(aten.expand.default)
+def expand(g: Tensor, out: Tensor, a: Tensor, shape, **kwargs) -> tuple:
+    return sum_to(g, a.shape), None
+
+
+@derivative(aten.mm.default)
+def mm(g: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tuple:
+    return aten.mm.default(g, aten.permute.default(b, [1, 0])), aten.mm.default(aten.permute.default(a, [1, 0]), g)
+
+
+@derivative(aten.bmm.default)
+def bmm(g: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tuple:
+    return (aten.bmm.default(g, aten.permute.default(b, [0, 2, 1])),
+            aten.bmm.default(aten.permute.default(a, [0, 2, 1]), g))  # fmt: skip
+
+
+NOT_DIFFERENTIABLE = frozenset(
+    {aten.scalar_tensor.default, aten.gt.Scalar, aten.gt.Tensor, aten.lt.Scalar, aten.lt.Tensor, aten.ge.Scalar,
+     aten.le.Scalar, aten.eq.Scalar, aten.eq.Tensor, aten.ne.Scalar}
+)  # fmt: skip
+
+
+def vjp(op, grad: Tensor, *args, **kwargs) -> tuple:
+    """Apply one rule eagerly: the gradients of ``op(*args, **kwargs)`` for output gradient ``grad``."""
+    out = op(*args, **kwargs)
+    return DERIVATIVES[op](grad, out, *args, **kwargs)

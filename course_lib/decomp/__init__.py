@@ -1,0 +1,95 @@
+"""course_lib.decomp: decompose ATen graphs into a small primitive set (teaches torch/_decomp).
+
+Position: ATen-level Graph (from make_fx / AOT tracing) --> **decompose** --> primitive Graph.
+
+API::
+
+    DECOMPOSITIONS            {OpOverload: python function}, filled by @register(aten.op)
+    PRIMITIVES                the ops that remain after decomposing (pointwise, reductions, views, mm/bmm)
+    register(*ops)            decorator adding an entry
+    decompose(graph, *example_inputs, table=None) -> Graph   only primitives left (checked)
+    trace(fn, *args, table=None) -> Graph   ATen graph of fn (make_fx), decomposed with ``table``
+    non_primitive(graph) -> [op names]      ops in the graph that are not primitives
+    primitive_counts(graph) -> {"pointwise": n, "reduction": n, "view": n, "extern": n, "aten": n}
+
+How ``decompose`` works: it re-traces the graph with ``make_fx(..., decomposition_table=table)``,
+which is what AOT Autograd does. The tracer meets each ATen op; if the table has an entry, the
+entry runs instead (on tracing tensors), and the ops *it* calls go through the same check, so
+entries may use other entries (``silu`` calls ``sigmoid``). Real torch's tables are in
+torch/_decomp/decompositions.py and torch/_refs/; ``core_aten_decompositions()`` is the set
+Inductor starts from.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from course_lib.decomp.table import DECOMPOSITIONS, KIND, PRIMITIVES, kind, register
+
+__all__ = ["DECOMPOSITIONS", "KIND", "PRIMITIVES", "decompose", "kind", "non_primitive", "primitive_counts",
+           "register", "trace"]  # fmt: skip
+
+
+def trace(fn: Callable, *args: Any, table: dict | None = None):
+    """``fn`` traced to an ATen course_lib.fx Graph with ``table`` applied (default: ours).
+
+    Pass ``table={}`` for the undecomposed ATen graph.
+    """
+    from course_lib import compat
+    from course_lib.fx import from_torch_fx
+
+    table = DECOMPOSITIONS if table is None else table
+    return from_torch_fx(compat.make_fx(fn, *args, decompositions=table))
+
+
+def _example_inputs(graph) -> list:
+    vals = []
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            if "val" not in node.meta:
+                raise ValueError(
+                    f"decompose(graph) needs example inputs: placeholder {node.name} has no meta['val']; "
+                    "call decompose(graph, *example_inputs)"
+                )
+            val = node.meta["val"]
+            if type(val).__name__ == "FakeTensor":  # a fake tensor has no data: trace with zeros
+                import torch
+
+                val = torch.zeros(tuple(val.shape), dtype=val.dtype)
+            vals.append(val)
+    return vals
+
+
+def decompose(graph, *example_inputs: Any, table: dict | None = None, check: bool = True):
+    """A new Graph computing the same as ``graph`` with only :data:`PRIMITIVES` left.
+
+    Example inputs default to the placeholders' ``meta["val"]`` (set by ShapeProp or by a
+    tracer). With ``check``, raises ValueError naming any op the table could not remove.
+    """
+    from course_lib.fx import Interpreter
+
+    inputs = list(example_inputs) or _example_inputs(graph)
+    table = DECOMPOSITIONS if table is None else table
+    out = trace(lambda *a: Interpreter(graph).run(*a), *inputs, table=table)
+    if check and table is DECOMPOSITIONS:
+        left = non_primitive(out)
+        if left:
+            raise ValueError(f"decompose: no decomposition for {', '.join(left)} (add one with @register)")
+    return out
+
+
+def _op_nodes(graph):
+    return [n for n in graph.nodes if n.op == "call_function"]
+
+
+def non_primitive(graph) -> list[str]:
+    """Names of the call_function targets that are not in :data:`PRIMITIVES` (sorted, unique)."""
+    return sorted({str(n.target) for n in _op_nodes(graph) if n.target not in PRIMITIVES})
+
+
+def primitive_counts(graph) -> dict[str, int]:
+    """How many nodes of each kind the graph calls (``aten`` = not a primitive)."""
+    counts = Counter(kind(n.target) for n in _op_nodes(graph))
+    return {k: counts.get(k, 0) for k in ("pointwise", "reduction", "view", "extern", "aten")}

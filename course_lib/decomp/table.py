@@ -1,0 +1,453 @@
+"""The decomposition table: ATen ops -> a small primitive set (teaches torch/_decomp/decompositions.py).
+
+Position in the pipeline: ATen-level FX graph --> **decompose** --> graph of primitives only
+--> course_lib.aot (derivative rules exist only for primitives) --> course_lib.inductor.
+
+Each entry is a short typed function registered with ``@register(aten.op.overload)``, written
+in terms of other ATen ops, exactly like ``@register_decomposition(aten.silu)`` in torch.
+An entry may call ops that are themselves in the table: :func:`course_lib.decomp.decompose`
+traces with the table active, so decompositions apply recursively until only primitives remain.
+
+The primitive set (:data:`PRIMITIVES`) is deliberately small:
+
+* pointwise: add, sub, mul, div, neg, exp, log, tanh, sqrt, rsqrt, sin, cos, erf, pow,
+  maximum, minimum, where, comparisons, scalar_tensor, _to_copy (dtype conversion)
+* reductions: sum.dim_IntList, amax
+* views: view, permute, expand
+* extern: mm, bmm (matmul is never decomposed; a backend calls a library for it)
+
+Simplifications against torch: pointwise primitives broadcast implicitly (torch's ``prims``
+require explicit ``broadcast_in_dim``); no type promotion logic (inputs are one float dtype);
+no out= variants, no in-place ops.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+aten = torch.ops.aten
+
+DECOMPOSITIONS: dict = {}
+
+PRIMITIVES = frozenset(
+    {
+        aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor, aten.neg.default,
+        aten.exp.default, aten.log.default, aten.tanh.default, aten.sqrt.default, aten.rsqrt.default,
+        aten.sin.default, aten.cos.default, aten.erf.default, aten.pow.Tensor_Scalar,
+        aten.maximum.default, aten.minimum.default, aten.where.self, aten.scalar_tensor.default,
+        aten.gt.Scalar, aten.gt.Tensor, aten.lt.Scalar, aten.lt.Tensor, aten.ge.Scalar, aten.le.Scalar,
+        aten.eq.Scalar, aten.eq.Tensor, aten.ne.Scalar, aten._to_copy.default,
+        aten.sum.dim_IntList, aten.amax.default,
+        aten.view.default, aten.permute.default, aten.expand.default,
+        aten.mm.default, aten.bmm.default,
+    }
+)  # fmt: skip
+
+KIND = {  # what each primitive is, for counting and for the notebook's tables
+    aten.sum.dim_IntList: "reduction", aten.amax.default: "reduction",
+    aten.view.default: "view", aten.permute.default: "view", aten.expand.default: "view",
+    aten.mm.default: "extern", aten.bmm.default: "extern",
+}  # fmt: skip
+
+
+def kind(op) -> str:
+    """'pointwise' | 'reduction' | 'view' | 'extern' for a primitive; 'aten' otherwise."""
+    if op not in PRIMITIVES:
+        return "aten"
+    return KIND.get(op, "pointwise")
+
+
+def register(*ops) -> Callable:
+    """Decorator: ``@register(aten.silu.default)`` puts the function in :data:`DECOMPOSITIONS`."""
+
+    def wrap(fn: Callable) -> Callable:
+        for op in ops:
+            if op in DECOMPOSITIONS:
+                raise ValueError(f"{op} already has a decomposition ({DECOMPOSITIONS[op].__name__})")
+            DECOMPOSITIONS[op] = fn
+        return fn
+
+    return wrap
+
+
+# ------------------------------------------------------------------ helpers (not registered)
+
+
+def _dims(x: Tensor, dim: int | Sequence[int] | None) -> list[int]:
+    """Normalise a reduction's ``dim`` argument to a sorted list of non-negative axes."""
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return list(range(x.dim()))
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    return sorted(d % max(x.dim(), 1) for d in dims)
+
+
+def _count(x: Tensor, dims: list[int]) -> int:
+    return math.prod(x.shape[d] for d in dims)
+
+
+def _scalar(value: float, like: Tensor) -> Tensor:
+    """A 0-d tensor (broadcasts anywhere) with ``like``'s dtype and device."""
+    return aten.scalar_tensor.default(value, dtype=like.dtype, device=like.device)
+
+
+def _zeros_like(x: Tensor) -> Tensor:
+    return aten.mul.Tensor(x, 0.0)
+
+
+# ------------------------------------------------------------------ activations
+
+
+@register(aten.relu.default)
+def relu(x: Tensor) -> Tensor:
+    return aten.maximum.default(x, _scalar(0.0, x))
+
+
+@register(aten.sigmoid.default)
+def sigmoid(x: Tensor) -> Tensor:
+    return aten.div.Tensor(_scalar(1.0, x), aten.add.Tensor(aten.exp.default(aten.neg.default(x)), 1.0))
+
+
+@register(aten.silu.default)
+def silu(x: Tensor) -> Tensor:
+    return aten.mul.Tensor(x, aten.sigmoid.default(x))
+
+
+@register(aten.gelu.default)
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    if approximate == "tanh":
+        inner = aten.mul.Tensor(aten.add.Tensor(x, aten.mul.Tensor(aten.pow.Tensor_Scalar(x, 3), 0.044715)),
+                                math.sqrt(2.0 / math.pi))  # fmt: skip
+        return aten.mul.Tensor(aten.mul.Tensor(x, 0.5), aten.add.Tensor(aten.tanh.default(inner), 1.0))
+    cdf = aten.add.Tensor(aten.erf.default(aten.mul.Tensor(x, 1.0 / math.sqrt(2.0))), 1.0)
+    return aten.mul.Tensor(aten.mul.Tensor(x, 0.5), cdf)
+
+
+@register(aten.softplus.default)
+def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    bx = aten.mul.Tensor(x, beta)
+    soft = aten.div.Tensor(aten.log1p.default(aten.exp.default(bx)), beta)
+    return aten.where.self(aten.gt.Scalar(bx, threshold), x, soft)
+
+
+@register(aten.leaky_relu.default)
+def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
+    return aten.where.self(aten.gt.Scalar(x, 0), x, aten.mul.Tensor(x, negative_slope))
+
+
+@register(aten.elu.default)
+def elu(x: Tensor, alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0) -> Tensor:
+    neg = aten.mul.Tensor(aten.expm1.default(aten.mul.Tensor(x, input_scale)), alpha)
+    return aten.mul.Tensor(aten.where.self(aten.gt.Scalar(x, 0), x, neg), scale)
+
+
+@register(aten.hardtanh.default)
+def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    return aten.clamp.default(x, min_val, max_val)
+
+
+@register(aten.hardsigmoid.default)
+def hardsigmoid(x: Tensor) -> Tensor:
+    return aten.div.Tensor(aten.clamp.default(aten.add.Tensor(x, 3.0), 0.0, 6.0), 6.0)
+
+
+@register(aten.hardswish.default)
+def hardswish(x: Tensor) -> Tensor:
+    return aten.mul.Tensor(x, aten.hardsigmoid.default(x))
+
+
+@register(aten.mish.default)
+def mish(x: Tensor) -> Tensor:
+    return aten.mul.Tensor(x, aten.tanh.default(aten.softplus.default(x)))
+
+
+@register(aten.logit.default)
+def logit(x: Tensor, eps: float | None = None) -> Tensor:
+    if eps is not None:
+        x = aten.clamp.default(x, eps, 1.0 - eps)
+    return aten.log.default(aten.div.Tensor(x, aten.rsub.Scalar(x, 1.0)))
+
+
+@register(aten._softmax.default)
+def softmax(x: Tensor, dim: int, half_to_float: bool = False) -> Tensor:
+    shifted = aten.sub.Tensor(x, aten.amax.default(x, [dim], True))
+    e = aten.exp.default(shifted)
+    return aten.div.Tensor(e, aten.sum.dim_IntList(e, [dim], True))
+
+
+@register(aten._log_softmax.default)
+def log_softmax(x: Tensor, dim: int, half_to_float: bool = False) -> Tensor:
+    shifted = aten.sub.Tensor(x, aten.amax.default(x, [dim], True))
+    lse = aten.log.default(aten.sum.dim_IntList(aten.exp.default(shifted), [dim], True))
+    return aten.sub.Tensor(shifted, lse)
+
+
+@register(aten.logsumexp.default)
+def logsumexp(x: Tensor, dim: list[int], keepdim: bool = False) -> Tensor:
+    m = aten.amax.default(x, dim, True)
+    s = aten.log.default(aten.sum.dim_IntList(aten.exp.default(aten.sub.Tensor(x, m)), dim, True))
+    out = aten.add.Tensor(s, m)
+    return out if keepdim else aten.squeeze.dims(out, dim)
+
+
+# ------------------------------------------------------------------ pointwise math
+
+
+@register(aten.rsub.Scalar)
+def rsub(x: Tensor, other: float, alpha: float = 1) -> Tensor:
+    return aten.add.Tensor(aten.neg.default(aten.mul.Tensor(x, alpha) if alpha != 1 else x), other)
+
+
+@register(aten.reciprocal.default)
+def reciprocal(x: Tensor) -> Tensor:
+    return aten.div.Tensor(_scalar(1.0, x), x)
+
+
+@register(aten.square.default)
+def square(x: Tensor) -> Tensor:
+    return aten.mul.Tensor(x, x)
+
+
+@register(aten.abs.default)
+def abs_(x: Tensor) -> Tensor:
+    return aten.where.self(aten.lt.Scalar(x, 0), aten.neg.default(x), x)
+
+
+@register(aten.sign.default)
+def sign(x: Tensor) -> Tensor:
+    pos = aten._to_copy.default(aten.gt.Scalar(x, 0), dtype=x.dtype)
+    neg = aten._to_copy.default(aten.lt.Scalar(x, 0), dtype=x.dtype)
+    return aten.sub.Tensor(pos, neg)
+
+
+@register(aten.clamp.default)
+def clamp(x: Tensor, min: float | None = None, max: float | None = None) -> Tensor:
+    if min is not None:
+        x = aten.clamp_min.default(x, min)
+    if max is not None:
+        x = aten.clamp_max.default(x, max)
+    return x
+
+
+@register(aten.clamp_min.default)
+def clamp_min(x: Tensor, min: float) -> Tensor:
+    return aten.maximum.default(x, _scalar(min, x))
+
+
+@register(aten.clamp_max.default)
+def clamp_max(x: Tensor, max: float) -> Tensor:
+    return aten.minimum.default(x, _scalar(max, x))
+
+
+@register(aten.expm1.default)
+def expm1(x: Tensor) -> Tensor:
+    return aten.sub.Tensor(aten.exp.default(x), 1.0)  # loses precision near 0; torch keeps expm1
+
+
+@register(aten.log1p.default)
+def log1p(x: Tensor) -> Tensor:
+    return aten.log.default(aten.add.Tensor(x, 1.0))
+
+
+@register(aten.log2.default)
+def log2(x: Tensor) -> Tensor:
+    return aten.mul.Tensor(aten.log.default(x), 1.0 / math.log(2.0))
+
+
+@register(aten.exp2.default)
+def exp2(x: Tensor) -> Tensor:
+    return aten.exp.default(aten.mul.Tensor(x, math.log(2.0)))
+
+
+@register(aten.sinh.default)
+def sinh(x: Tensor) -> Tensor:
+    return aten.mul.Tensor(aten.sub.Tensor(aten.exp.default(x), aten.exp.default(aten.neg.default(x))), 0.5)
+
+
+@register(aten.cosh.default)
+def cosh(x: Tensor) -> Tensor:
+    return aten.mul.Tensor(aten.add.Tensor(aten.exp.default(x), aten.exp.default(aten.neg.default(x))), 0.5)
+
+
+@register(aten.tan.default)
+def tan(x: Tensor) -> Tensor:
+    return aten.div.Tensor(aten.sin.default(x), aten.cos.default(x))
+
+
+@register(aten.addcmul.default)
+def addcmul(x: Tensor, t1: Tensor, t2: Tensor, value: float = 1) -> Tensor:
+    return aten.add.Tensor(x, aten.mul.Tensor(aten.mul.Tensor(t1, t2), value))
+
+
+@register(aten.addcdiv.default)
+def addcdiv(x: Tensor, t1: Tensor, t2: Tensor, value: float = 1) -> Tensor:
+    return aten.add.Tensor(x, aten.mul.Tensor(aten.div.Tensor(t1, t2), value))
+
+
+@register(aten.lerp.Scalar)
+def lerp(x: Tensor, end: Tensor, weight: float) -> Tensor:
+    return aten.add.Tensor(x, aten.mul.Tensor(aten.sub.Tensor(end, x), weight))
+
+
+@register(aten.hypot.default)
+def hypot(x: Tensor, y: Tensor) -> Tensor:
+    return aten.sqrt.default(aten.add.Tensor(aten.mul.Tensor(x, x), aten.mul.Tensor(y, y)))
+
+
+@register(aten.xlogy.Tensor)
+def xlogy(x: Tensor, y: Tensor) -> Tensor:
+    return aten.where.self(aten.eq.Scalar(x, 0), _zeros_like(x), aten.mul.Tensor(x, aten.log.default(y)))
+
+
+@register(aten.tanh_backward.default)
+def tanh_backward(grad: Tensor, y: Tensor) -> Tensor:
+    return aten.mul.Tensor(grad, aten.rsub.Scalar(aten.mul.Tensor(y, y), 1.0))
+
+
+@register(aten.sigmoid_backward.default)
+def sigmoid_backward(grad: Tensor, y: Tensor) -> Tensor:
+    return aten.mul.Tensor(aten.mul.Tensor(grad, y), aten.rsub.Scalar(y, 1.0))
+
+
+@register(aten.threshold_backward.default)
+def threshold_backward(grad: Tensor, x: Tensor, threshold: float) -> Tensor:
+    return aten.where.self(aten.le.Scalar(x, threshold), _zeros_like(grad), grad)
+
+
+@register(aten.mse_loss.default)
+def mse_loss(x: Tensor, target: Tensor, reduction: int = 1) -> Tensor:
+    d = aten.sub.Tensor(x, target)
+    sq = aten.mul.Tensor(d, d)
+    return {0: sq, 1: aten.mean.default(sq), 2: aten.sum.default(sq)}[reduction]
+
+
+# ------------------------------------------------------------------ reductions
+
+
+@register(aten.sum.default)
+def sum_all(x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
+    return aten.sum.dim_IntList(x, list(range(x.dim())))
+
+
+@register(aten.mean.dim)
+def mean_dim(x: Tensor, dim: list[int] | None, keepdim: bool = False, dtype: torch.dtype | None = None) -> Tensor:
+    dims = _dims(x, dim)
+    return aten.div.Tensor(aten.sum.dim_IntList(x, dims, keepdim), _count(x, dims))
+
+
+@register(aten.mean.default)
+def mean_all(x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
+    return aten.mean.dim(x, list(range(x.dim())))
+
+
+@register(aten.var.correction)
+def var(x: Tensor, dim: list[int] | None = None, *, correction: float | None = None, keepdim: bool = False) -> Tensor:
+    dims = _dims(x, dim)
+    centred = aten.sub.Tensor(x, aten.mean.dim(x, dims, True))
+    n = _count(x, dims) - (1 if correction is None else correction)
+    return aten.div.Tensor(aten.sum.dim_IntList(aten.mul.Tensor(centred, centred), dims, keepdim), n)
+
+
+@register(aten.amin.default)
+def amin(x: Tensor, dim: list[int] = (), keepdim: bool = False) -> Tensor:
+    return aten.neg.default(aten.amax.default(aten.neg.default(x), dim, keepdim))
+
+
+@register(aten.native_layer_norm.default)
+def native_layer_norm(x: Tensor, normalized_shape: list[int], weight: Tensor | None, bias: Tensor | None,
+                      eps: float) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    dims = list(range(x.dim() - len(normalized_shape), x.dim()))
+    mean = aten.mean.dim(x, dims, True)
+    centred = aten.sub.Tensor(x, mean)
+    variance = aten.div.Tensor(aten.sum.dim_IntList(aten.mul.Tensor(centred, centred), dims, True), _count(x, dims))
+    rstd = aten.rsqrt.default(aten.add.Tensor(variance, eps))
+    out = aten.mul.Tensor(centred, rstd)
+    if weight is not None:
+        out = aten.mul.Tensor(out, weight)
+    if bias is not None:
+        out = aten.add.Tensor(out, bias)
+    return out, mean, rstd
+
+
+# ------------------------------------------------------------------ views and matmul
+
+
+@register(aten.t.default)
+def t(x: Tensor) -> Tensor:
+    return x if x.dim() < 2 else aten.permute.default(x, [1, 0])
+
+
+@register(aten.transpose.int)
+def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
+    perm = list(range(x.dim()))
+    perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+    return aten.permute.default(x, perm)
+
+
+@register(aten.unsqueeze.default)
+def unsqueeze(x: Tensor, dim: int) -> Tensor:
+    shape = list(x.shape)
+    shape.insert(dim % (x.dim() + 1), 1)
+    return aten.view.default(x, shape)
+
+
+@register(aten.squeeze.dim, aten.squeeze.dims)
+def squeeze(x: Tensor, dim: int | list[int]) -> Tensor:
+    dims = set(_dims(x, dim))
+    return aten.view.default(x, [s for i, s in enumerate(x.shape) if not (i in dims and s == 1)])
+
+
+@register(aten._unsafe_view.default, aten.reshape.default)
+def reshape(x: Tensor, shape: list[int]) -> Tensor:
+    if not x.is_contiguous():
+        x = aten._to_copy.default(x, memory_format=torch.contiguous_format)
+    return aten.view.default(x, shape)
+
+
+@register(aten.clone.default)
+def clone(x: Tensor, memory_format: torch.memory_format | None = None) -> Tensor:
+    return aten._to_copy.default(x)
+
+
+@register(aten.addmm.default)
+def addmm(bias: Tensor, a: Tensor, b: Tensor, beta: float = 1, alpha: float = 1) -> Tensor:
+    prod = aten.mm.default(a, b)
+    if alpha != 1:
+        prod = aten.mul.Tensor(prod, alpha)
+    return aten.add.Tensor(aten.mul.Tensor(bias, beta) if beta != 1 else bias, prod)
+
+
+@register(aten.mv.default)
+def mv(a: Tensor, v: Tensor) -> Tensor:
+    return aten.view.default(aten.mm.default(a, aten.view.default(v, [v.shape[0], 1])), [a.shape[0]])
+
+
+@register(aten.dot.default)
+def dot(a: Tensor, b: Tensor) -> Tensor:
+    return aten.sum.dim_IntList(aten.mul.Tensor(a, b), [0])
+
+
+@register(aten.baddbmm.default)
+def baddbmm(x: Tensor, a: Tensor, b: Tensor, beta: float = 1, alpha: float = 1) -> Tensor:
+    return aten.add.Tensor(aten.mul.Tensor(x, beta), aten.mul.Tensor(aten.bmm.default(a, b), alpha))
+
+
+# ------------------------------------------------------------------ creation
+
+
+@register(aten.zeros_like.default)
+def zeros_like(x: Tensor, **kwargs) -> Tensor:
+    return aten.expand.default(_scalar(0.0, x), list(x.shape))
+
+
+@register(aten.ones_like.default)
+def ones_like(x: Tensor, **kwargs) -> Tensor:
+    return aten.expand.default(_scalar(1.0, x), list(x.shape))
+
+
+@register(aten.full_like.default)
+def full_like(x: Tensor, fill_value: float, **kwargs) -> Tensor:
+    return aten.expand.default(_scalar(fill_value, x), list(x.shape))
