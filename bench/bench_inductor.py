@@ -89,7 +89,7 @@ def main(results_dir) -> None:
         ind_t = median_time(c_ind, args)
         compat.dynamo_reset()
         record = []
-        c_cl = torch.compile(fn, backend=lambda gm, ex: ind.compile_fx(gm, ex, record=record))
+        c_cl = torch.compile(fn, backend=lambda gm, ex, record=record: ind.compile_fx(gm, ex, record=record))
         t0 = time.perf_counter()
         out = c_cl(*args)
         cold_cl = time.perf_counter() - t0
@@ -98,12 +98,27 @@ def main(results_dir) -> None:
         graphs = [r for k, r in record if k == "compiled"]
         moved = sum(ind.schedule_stats(gr.schedule)["bytes"] for gr in graphs)
         kernels = sum(gr.kernel_count for gr in graphs)
-        rows.append({"workload": name, "eager_s": eager, "inductor_s": ind_t, "course_s": cl_t, "cold_inductor_s": cold_ind,
-                     "cold_course_s": cold_cl, "course_kernels": kernels, "course_bytes": moved,
-                     "course_GBps": moved / cl_t / 1e9, "correct": bool(ok), "fallbacks": sum(k == "fallback" for k, _ in record)})
-        print(f"{name:14s} eager {eager*1e3:7.2f} ms  inductor {ind_t*1e3:7.2f} ms  course {cl_t*1e3:7.2f} ms  "
-              f"course/ind {cl_t/ind_t:5.2f}x  eager/course {eager/cl_t:5.2f}x  {moved / cl_t / 1e9:5.1f} GB/s  "
-              f"cold {cold_cl:5.2f}s vs {cold_ind:5.2f}s  {'ok' if ok else 'WRONG'}", flush=True)
+        rows.append(
+            {
+                "workload": name,
+                "eager_s": eager,
+                "inductor_s": ind_t,
+                "course_s": cl_t,
+                "cold_inductor_s": cold_ind,
+                "cold_course_s": cold_cl,
+                "course_kernels": kernels,
+                "course_bytes": moved,
+                "course_GBps": moved / cl_t / 1e9,
+                "correct": bool(ok),
+                "fallbacks": sum(k == "fallback" for k, _ in record),
+            }
+        )
+        print(
+            f"{name:14s} eager {eager * 1e3:7.2f} ms  inductor {ind_t * 1e3:7.2f} ms  course {cl_t * 1e3:7.2f} ms  "
+            f"course/ind {cl_t / ind_t:5.2f}x  eager/course {eager / cl_t:5.2f}x  {moved / cl_t / 1e9:5.1f} GB/s  "
+            f"cold {cold_cl:5.2f}s vs {cold_ind:5.2f}s  {'ok' if ok else 'WRONG'}",
+            flush=True,
+        )
 
     def geo(key_a, key_b):
         return math.exp(statistics.fmean(math.log(r[key_a] / r[key_b]) for r in rows))
@@ -112,7 +127,8 @@ def main(results_dir) -> None:
         "geomean_course_over_inductor": geo("course_s", "inductor_s"),
         "geomean_eager_over_course": geo("eager_s", "course_s"),
         "geomean_eager_over_inductor": geo("eager_s", "inductor_s"),
-        "cold_compile_course_over_inductor": sum(r["cold_course_s"] for r in rows) / sum(r["cold_inductor_s"] for r in rows),
+        "cold_compile_course_over_inductor": sum(r["cold_course_s"] for r in rows)
+        / sum(r["cold_inductor_s"] for r in rows),
         "copy_bandwidth_GBps": bw / 1e9,
         "threads": torch.get_num_threads(),
         "shape": [ROWS, COLS],
@@ -128,7 +144,9 @@ def main(results_dir) -> None:
         fig, ax = plt.subplots(figsize=(9, 4))
         names = [r["workload"] for r in rows]
         xs = range(len(rows))
-        for i, (key, label) in enumerate([("eager_s", "eager"), ("inductor_s", "Inductor"), ("course_s", "course_lib")]):
+        for i, (key, label) in enumerate(
+            [("eager_s", "eager"), ("inductor_s", "Inductor"), ("course_s", "course_lib")]
+        ):
             ax.bar([x + (i - 1) * 0.27 for x in xs], [r[key] * 1e3 for r in rows], width=0.27, label=label)
         ax.set_xticks(list(xs), names, rotation=30, ha="right")
         ax.set_ylabel("ms (median)")

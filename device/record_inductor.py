@@ -33,10 +33,10 @@ def _time(fn, args, sync, reps=20):
 
 
 def main(out_dir: str, smoke: bool = False) -> None:
-    import course_lib  # noqa: F401  (sets Triton's mode before torch/triton load)
     import torch
     import torch.nn.functional as F
 
+    import course_lib  # noqa: F401  (sets Triton's mode before torch/triton load)
     import course_lib.inductor as ind
     from course_lib import compat, recorded
 
@@ -67,7 +67,9 @@ def main(out_dir: str, smoke: bool = False) -> None:
                 row["inductor_ms"] = _time(torch.compile(fn, backend="inductor"), args, sync) * 1e3
             compat.dynamo_reset()
             rec = []
-            cfn = torch.compile(fn, backend=lambda gm, ex: ind.compile_fx(gm, ex, codegen="triton", record=rec))
+            cfn = torch.compile(
+                fn, backend=lambda gm, ex, rec=rec: ind.compile_fx(gm, ex, codegen="triton", record=rec)
+            )
             row["correct"] = bool(torch.allclose(cfn(*args), fn(*args), rtol=1e-3, atol=1e-4))
             row["course_ms"] = _time(cfn, args, sync, reps=3 if smoke else 20) * 1e3
             compiled = [c for k, c in rec if k == "compiled"]
@@ -81,8 +83,11 @@ def main(out_dir: str, smoke: bool = False) -> None:
         print(row, flush=True)
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    recorded.save(out / "inductor_gpu.json", {"shape": [rows, cols], "rows": results},
-                  meta={"command": "python device/record_inductor.py " + out_dir})
+    recorded.save(
+        out / "inductor_gpu.json",
+        {"shape": [rows, cols], "rows": results},
+        meta={"command": "python device/record_inductor.py " + out_dir},
+    )
     if "softmax" in sources:
         (out / "softmax_triton.py").write_text(sources["softmax"])
 

@@ -48,4 +48,6 @@ def test_inductor_output_code_with_config_turns_fusion_off():
     with torch.no_grad():
         _, fused = compat.inductor_output_code(lambda t: (t.exp() * 2).sum(-1), x)
         _, unfused = compat.inductor_output_code_with_config(lambda t: (t.exp() * 2).sum(-1), x, max_fusion_size=1)
-    assert fused[0].count("cpp_fused") <= unfused[0].count("cpp_fused"), "torch._inductor.config.max_fusion_size changed"
+    assert fused[0].count("cpp_fused") <= unfused[0].count("cpp_fused"), (
+        "torch._inductor.config.max_fusion_size changed"
+    )

@@ -28,7 +28,9 @@ def test_ir_pre_fusion_text_for_softmax():
     x = torch.randn(8, 16)
     graph = ind.lower(_trace(_softmax, x), [x])
     text = str(graph)
-    assert text.splitlines()[0] == "buf0: Reduction(dtype=float32, size=[8, 1], reduction_ranges=[16], reduction_type=max)"
+    assert (
+        text.splitlines()[0] == "buf0: Reduction(dtype=float32, size=[8, 1], reduction_ranges=[16], reduction_type=max)"
+    )
     assert "return exp(load(buf1, 16*i0 + i1))" in text
     assert "truediv(load(buf2, 16*i0 + i1), load(buf3, i0))" in text
 
@@ -75,7 +77,7 @@ def test_memory_plan_reuses_and_works_in_place():
 
     def f(x):
         a = torch.exp(x).sum(-1, keepdim=True)  # buffers live only inside kernels
-        b = (x * 2).t().contiguous() + 1       # a transpose stops fusion
+        b = (x * 2).t().contiguous() + 1  # a transpose stops fusion
         return (b.t().contiguous() * a,)
 
     c = ind.compile_graph(_trace(f, x), [x], fusion="unfused")

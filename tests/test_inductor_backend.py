@@ -97,10 +97,16 @@ CASES = [
     ("col_sum", lambda: _col_sum, lambda: (_r(6, 10),)),
     ("attention", lambda: Attention(16, 2), lambda: (_r(2, 5, 16),)),
     ("add_norm", lambda: AddNorm(16), lambda: (_r(2, 5, 16), _r(2, 5, 16))),
-    ("transformer_layer", lambda: nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True),
-     lambda: (_r(2, 5, 16),)),
-    ("cnn", lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 5)),
-     lambda: (_r(2, 3, 8, 8),)),
+    (
+        "transformer_layer",
+        lambda: nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True),
+        lambda: (_r(2, 5, 16),),
+    ),
+    (
+        "cnn",
+        lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 5)),
+        lambda: (_r(2, 3, 8, 8),),
+    ),
     ("batchnorm_train", lambda: nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.Tanh()), lambda: (_r(6, 8),)),
 ]
 

@@ -106,10 +106,13 @@ def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | Non
         wsrc = wrapper.wrapper_source(sched, call_names, pointer_args=False)
     t3 = time.perf_counter()
     call = wrapper.make_call(wsrc, {k: v for k, v in fns.items() if not k.startswith("__")}, device)
-    out = CompiledGraph(graph, sched, source, wsrc, call, codegen,
-                        {"lower": t1 - t0, "schedule": t2 - t1, "codegen+build": t3 - t2})
+    out = CompiledGraph(
+        graph, sched, source, wsrc, call, codegen, {"lower": t1 - t0, "schedule": t2 - t1, "codegen+build": t3 - t2}
+    )
     if os.environ.get("COURSE_INDUCTOR_DEBUG") == "1":
-        print(f"# ---- ir_pre_fusion ----\n{graph}\n# ---- schedule ----\n{sched}\n# ---- output code ----\n{out.output_code()}")
+        print(
+            f"# ---- ir_pre_fusion ----\n{graph}\n# ---- schedule ----\n{sched}\n# ---- output code ----\n{out.output_code()}"
+        )
     return out
 
 

@@ -44,9 +44,17 @@ CPP_RULES = {
     "where": "{0} ? {1} : {2}", "fma": "std::fma({0}, {1}, {2})", "to_dtype": "static_cast<{t}>({0})",
 }  # fmt: skip
 
-REDUCTION_INIT = {"sum": "0", "max": "-std::numeric_limits<{t}>::infinity()", "min": "std::numeric_limits<{t}>::infinity()"}
+REDUCTION_INIT = {
+    "sum": "0",
+    "max": "-std::numeric_limits<{t}>::infinity()",
+    "min": "std::numeric_limits<{t}>::infinity()",
+}
 REDUCTION_INIT_INT = {"sum": "0", "max": "std::numeric_limits<{t}>::lowest()", "min": "std::numeric_limits<{t}>::max()"}
-REDUCTION_COMBINE = {"sum": "{acc} = {acc} + {v};", "max": "{acc} = std::max({acc}, {v});", "min": "{acc} = std::min({acc}, {v});"}
+REDUCTION_COMBINE = {
+    "sum": "{acc} = {acc} + {v};",
+    "max": "{acc} = std::max({acc}, {v});",
+    "min": "{acc} = std::min({acc}, {v});",
+}
 OMP_REDUCTION = {"sum": "+", "max": "max", "min": "min"}
 
 HEADER = """#include <cmath>
@@ -94,7 +102,9 @@ def cpp_const(value, dtype) -> str:
 def depends_on(expr, symbols: set) -> bool:
     """Does the value change with any of ``symbols`` (the inner loop variables)?"""
     if isinstance(expr, Load):
-        return bool(sympy.sympify(expr.index).free_symbols & symbols) or any(depends_on(e, symbols) for _, e in expr.indirect)
+        return bool(sympy.sympify(expr.index).free_symbols & symbols) or any(
+            depends_on(e, symbols) for _, e in expr.indirect
+        )
     if isinstance(expr, IndexValue):
         return bool(sympy.sympify(expr.index).free_symbols & symbols)
     if isinstance(expr, Op):
@@ -168,7 +178,7 @@ class CppKernel:
             indent += "    "
         if not sizes:
             return ["{"] + ["    " + ln for ln in body] + ["}"]
-        return lines[:-0 or None] + [indent[:-4] + "{"] + [indent + ln for ln in body] + [indent[:-4] + "}"]
+        return lines[: -0 or None] + [indent[:-4] + "{"] + [indent + ln for ln in body] + [indent[:-4] + "}"]
 
     def phase_code(self, phase, outer: Scope) -> None:
         outer_sizes, inner_sizes = self.plan.group
@@ -182,7 +192,7 @@ class CppKernel:
             v = self.emit(expr, outer, inner)
             inner.lines.append(REDUCTION_COMBINE[rtype].format(acc=acc, v=v))
             clauses.setdefault(OMP_REDUCTION[rtype], []).append(acc)
-        for buf, index, expr, dtype in phase.stores:
+        for buf, index, expr, _dtype in phase.stores:
             v = self.emit(expr, outer, inner)
             target = inner if index.free_symbols & self.inner_syms or not inner_sizes else outer
             (target if inner_sizes else outer).lines.append(f"{self.ptrs[buf]}[{cpp_index(index)}] = {v};")
@@ -202,7 +212,7 @@ class CppKernel:
         outer = Scope()
         for phase in self.plan.phases:
             self.phase_code(phase, outer)
-        for buf, index, expr, dtype in self.plan.outer_stores:
+        for buf, index, expr, _dtype in self.plan.outer_stores:
             v = self.emit(expr, outer, outer)
             outer.lines.append(f"{self.ptrs[buf]}[{cpp_index(index)}] = {v};")
         params = [f"const {CTYPE[self.dtypes[b]]}* __restrict__ {self.ptrs[b]}" for b in self.plan.reads]

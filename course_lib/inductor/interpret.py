@@ -8,12 +8,10 @@ check lowering and every fusion rung against eager on hundreds of random graphs 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import sympy
 
-from course_lib.inductor.ir import Const, FloorDiv, IndexValue, Load, ModIdx, Op
+from course_lib.inductor.ir import Const, FloorDiv, IndexValue, Load, ModIdx
 from course_lib.inductor.scheduler import Acc, KernelPlan, kernel_vars
 
 NP = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int32": np.int32, "int16": np.int16,
@@ -103,12 +101,12 @@ class PlanInterpreter:
             for buf, rtype, expr, dtype in phase.reductions:
                 v = np.broadcast_to(self.value(expr, env, mem, accs), full)
                 accs[buf] = NUMPY_REDUCE[rtype](v, axis=red_axes, keepdims=True).astype(NP[dtype]) if red_axes else v
-            for buf, index, expr, dtype in phase.stores:
+            for buf, index, expr, _dtype in phase.stores:
                 v = np.broadcast_to(self.value(expr, env, mem, accs), full)
                 idx = np.broadcast_to(eval_index(index, env), full)
                 mem[buf][idx] = v
         oshape = outer + (1,) * len(inner)
-        for buf, index, expr, dtype in self.plan.outer_stores:
+        for buf, index, expr, _dtype in self.plan.outer_stores:
             v = np.broadcast_to(self.value(expr, outer_env, mem, accs), oshape)
             idx = np.broadcast_to(eval_index(index, outer_env), oshape)
             mem[buf][idx] = v

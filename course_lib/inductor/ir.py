@@ -299,7 +299,9 @@ class Buffer:
             args = ", ".join(str(v) for v in self.index_vars() + self.reduction_vars())
             return f"{head})\n    def inner_fn({args}):\n        return {self.body}"
         if self.kind == "extern":
-            return f"{head}, stride={list(self.stride)})\n    {self.extern['target']}({', '.join(self.extern['inputs'])})"
+            return (
+                f"{head}, stride={list(self.stride)})\n    {self.extern['target']}({', '.join(self.extern['inputs'])})"
+            )
         return f"{head}, stride={list(self.stride)})"
 
 

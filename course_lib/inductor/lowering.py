@@ -20,14 +20,24 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import sympy
 
 from course_lib.inductor.ir import (
-    DTYPES, FLOAT_DTYPES, Buffer, Const, GraphIR, IndexValue, Load, Op, contiguous_strides, decompose,
-    flat_index, sym,
+    DTYPES,
+    FLOAT_DTYPES,
+    Buffer,
+    Const,
+    GraphIR,
+    IndexValue,
+    Load,
+    Op,
+    contiguous_strides,
+    decompose,
+    flat_index,
+    sym,
 )  # fmt: skip
 
 
@@ -100,8 +110,15 @@ class Lowering:
         nd = len(x.shape)
         dims = sorted({d % nd for d in (dims if dims else range(nd))}) if nd else []
         out_shape = tuple(1 if d in dims else s for d, s in enumerate(x.shape) if keepdim or d not in dims)
-        buf = Buffer(self.new_name(), "reduction", out_shape, dtype, reduction_ranges=tuple(x.shape[d] for d in dims),
-                     reduction_type=rtype, origin=origin)
+        buf = Buffer(
+            self.new_name(),
+            "reduction",
+            out_shape,
+            dtype,
+            reduction_ranges=tuple(x.shape[d] for d in dims),
+            reduction_type=rtype,
+            origin=origin,
+        )
         ivars, rvars = iter(buf.index_vars()), iter(buf.reduction_vars())
         idx = []
         for d in range(nd):
@@ -132,8 +149,16 @@ class Lowering:
                 raise Unsupported(f"input {node.name} is a {type(ex).__name__}, not a tensor (dynamic shapes?)")
             if any(not isinstance(s, int) for s in ex.shape):
                 raise Unsupported(f"input {node.name} has a symbolic shape")
-            buf = self.add(Buffer(node.name, "input", tuple(ex.shape), dtype_name(ex.dtype), stride=tuple(ex.stride()),
-                                  origin=node.name))
+            buf = self.add(
+                Buffer(
+                    node.name,
+                    "input",
+                    tuple(ex.shape),
+                    dtype_name(ex.dtype),
+                    stride=tuple(ex.stride()),
+                    origin=node.name,
+                )
+            )
             inputs.append(buf.name)
             self.env[node] = self.buffer_value(buf)
         for node in self.gm.graph.nodes:
@@ -204,12 +229,22 @@ class Lowering:
         meta = node.meta.get("val")
         spec = {"target": str(node.target), "args": cargs, "kwargs": ckw, "inputs": list(dict.fromkeys(inputs))}
         if isinstance(meta, torch.Tensor):
-            buf = self.add(Buffer(self.new_name(), "extern", tuple(meta.shape), dtype_name(meta.dtype),
-                                  stride=tuple(meta.stride()), extern=spec, origin=node.name))
+            buf = self.add(
+                Buffer(
+                    self.new_name(),
+                    "extern",
+                    tuple(meta.shape),
+                    dtype_name(meta.dtype),
+                    stride=tuple(meta.stride()),
+                    extern=spec,
+                    origin=node.name,
+                )
+            )
             return self.buffer_value(buf)
         if isinstance(meta, (list, tuple)) and all(isinstance(m, torch.Tensor) or m is None for m in meta):
-            buf = self.add(Buffer(self.new_name(), "extern", (), "float32", extern={**spec, "multi": True},
-                                  origin=node.name))
+            buf = self.add(
+                Buffer(self.new_name(), "extern", (), "float32", extern={**spec, "multi": True}, origin=node.name)
+            )
             return ExternTuple(buf.name)
         raise Unsupported(f"{node.target} returns {type(meta).__name__}, not tensors")
 
@@ -217,9 +252,17 @@ class Lowering:
         if not isinstance(base, ExternTuple):
             raise Unsupported(f"getitem on {type(base).__name__}")
         meta = node.meta["val"]
-        buf = self.add(Buffer(self.new_name(), "alias", tuple(meta.shape), dtype_name(meta.dtype),
-                              stride=tuple(meta.stride()), extern={"base": base.name, "item": i, "inputs": [base.name]},
-                              origin=node.name))
+        buf = self.add(
+            Buffer(
+                self.new_name(),
+                "alias",
+                tuple(meta.shape),
+                dtype_name(meta.dtype),
+                stride=tuple(meta.stride()),
+                extern={"base": base.name, "item": i, "inputs": [base.name]},
+                origin=node.name,
+            )
+        )
         return self.buffer_value(buf)
 
 
@@ -278,7 +321,9 @@ def permute(x: TensorValue, dims) -> TensorValue:
     if x.layout is not None:
         buf, st, off = x.layout
         layout = (buf, tuple(st[d] for d in dims), off)
-    return TensorValue(tuple(x.shape[d] for d in dims), x.dtype, lambda idx: x.fn([idx[inv[d]] for d in range(len(dims))]), layout)
+    return TensorValue(
+        tuple(x.shape[d] for d in dims), x.dtype, lambda idx: x.fn([idx[inv[d]] for d in range(len(dims))]), layout
+    )
 
 
 def expand(x: TensorValue, sizes) -> TensorValue:
@@ -288,7 +333,11 @@ def expand(x: TensorValue, sizes) -> TensorValue:
     layout = None
     if x.layout is not None:
         buf, st, off = x.layout
-        layout = (buf, tuple(0 if d < lead or x.shape[d - lead] == 1 and out[d] != 1 else st[d - lead] for d in range(len(out))), off)
+        layout = (
+            buf,
+            tuple(0 if d < lead or x.shape[d - lead] == 1 and out[d] != 1 else st[d - lead] for d in range(len(out))),
+            off,
+        )
 
     def fn(idx):
         return x.fn([sympy.Integer(0) if x.shape[d] == 1 else idx[d + lead] for d in range(len(x.shape))])
@@ -302,9 +351,11 @@ def select(x: TensorValue, dim, index) -> TensorValue:
     layout = None
     if x.layout is not None:
         buf, st, off = x.layout
-        layout = (buf, st[:dim] + st[dim + 1:], off + index * st[dim])
-    shape = x.shape[:dim] + x.shape[dim + 1:]
-    return TensorValue(shape, x.dtype, lambda idx: x.fn(list(idx[:dim]) + [sympy.Integer(index)] + list(idx[dim:])), layout)
+        layout = (buf, st[:dim] + st[dim + 1 :], off + index * st[dim])
+    shape = x.shape[:dim] + x.shape[dim + 1 :]
+    return TensorValue(
+        shape, x.dtype, lambda idx: x.fn(list(idx[:dim]) + [sympy.Integer(index)] + list(idx[dim:])), layout
+    )
 
 
 def slice_(x: TensorValue, dim=0, start=None, end=None, step=1) -> TensorValue:
@@ -316,8 +367,8 @@ def slice_(x: TensorValue, dim=0, start=None, end=None, step=1) -> TensorValue:
     layout = None
     if x.layout is not None:
         buf, st, off = x.layout
-        layout = (buf, st[:dim] + (st[dim] * step,) + st[dim + 1:], off + start * st[dim])
-    shape = x.shape[:dim] + (n,) + x.shape[dim + 1:]
+        layout = (buf, st[:dim] + (st[dim] * step,) + st[dim + 1 :], off + start * st[dim])
+    shape = x.shape[:dim] + (n,) + x.shape[dim + 1 :]
 
     def fn(idx):
         idx = list(idx)
@@ -334,7 +385,7 @@ def unsqueeze(x: TensorValue, dim) -> TensorValue:
         buf, st, off = x.layout
         layout = (buf, st[:dim] + (0,) + st[dim:], off)
     shape = x.shape[:dim] + (1,) + x.shape[dim:]
-    return TensorValue(shape, x.dtype, lambda idx: x.fn(list(idx[:dim]) + list(idx[dim + 1:])), layout)
+    return TensorValue(shape, x.dtype, lambda idx: x.fn(list(idx[:dim]) + list(idx[dim + 1 :])), layout)
 
 
 def squeeze(x: TensorValue, dims=None) -> TensorValue:
@@ -394,7 +445,11 @@ def _compute_dtype(operands):
         return "float64" if "float64" in floats else "float32"
     if any(isinstance(o, float) for o in operands):
         return "float32"
-    return "int64" if any(d != "bool" for d in dts) or any(isinstance(o, int) and not isinstance(o, bool) for o in operands) else "bool"
+    return (
+        "int64"
+        if any(d != "bool" for d in dts) or any(isinstance(o, int) and not isinstance(o, bool) for o in operands)
+        else "bool"
+    )
 
 
 def make_pointwise(op: str, compute: str = "out"):
@@ -477,7 +532,9 @@ def lower_gather(ctx, node, x, dim, index, **kw):
         s = sym(f"ind{ctx.indirect - 1}")
         full = list(idx)
         full[dim] = s
-        return Load(x_arg.buf, flat_index(full, x_arg.stride, x_arg.offset), x.dtype, ((s, cast(index.fn(idx), "int64")),))
+        return Load(
+            x_arg.buf, flat_index(full, x_arg.stride, x_arg.offset), x.dtype, ((s, cast(index.fn(idx), "int64")),)
+        )
 
     return ctx.pointwise(index.shape, x.dtype, fn, origin=node.name)
 
@@ -500,7 +557,9 @@ def lower_mean(ctx, node, x, dims=None, keepdim=False, dtype=None):
     out = dtype_name(node.meta["val"].dtype)
     s = ctx.reduction(x, _as_tuple(dims) if dims else None, keepdim, "sum", out, origin=node.name)
     n = _reduced_count(x, dims)
-    return ctx.pointwise(s.shape, out, lambda idx: Op("truediv", (s.fn(idx), Const(float(n), out)), out), origin=node.name)
+    return ctx.pointwise(
+        s.shape, out, lambda idx: Op("truediv", (s.fn(idx), Const(float(n), out)), out), origin=node.name
+    )
 
 
 def lower_var_mean(ctx, node, x, dims=None, correction=None, keepdim=False, **kw):
@@ -510,7 +569,9 @@ def lower_var_mean(ctx, node, x, dims=None, correction=None, keepdim=False, **kw
     n = _reduced_count(x, dims)
     corr = 1 if correction is None else correction
     s = ctx.reduction(x, dims, True, "sum", out, origin=node.name)
-    mean = ctx.pointwise(s.shape, out, lambda idx: Op("truediv", (s.fn(idx), Const(float(n), out)), out), origin=node.name)
+    mean = ctx.pointwise(
+        s.shape, out, lambda idx: Op("truediv", (s.fn(idx), Const(float(n), out)), out), origin=node.name
+    )
     mb = broadcast_fn(mean, x.shape)
 
     def sq(idx):
@@ -519,8 +580,12 @@ def lower_var_mean(ctx, node, x, dims=None, correction=None, keepdim=False, **kw
 
     sq_v = ctx.pointwise(x.shape, out, sq, origin=node.name)
     ss = ctx.reduction(sq_v, dims, keepdim, "sum", out, origin=node.name)
-    var = ctx.pointwise(ss.shape, out, lambda idx: Op("truediv", (ss.fn(idx), Const(float(max(n - corr, 0)), out)), out),
-                        origin=node.name)
+    var = ctx.pointwise(
+        ss.shape,
+        out,
+        lambda idx: Op("truediv", (ss.fn(idx), Const(float(max(n - corr, 0)), out)), out),
+        origin=node.name,
+    )
     if not keepdim:
         mean = squeeze(mean, [d for d in range(len(x.shape)) if dims is None or d in [e % len(x.shape) for e in dims]])
     return (var, mean)

@@ -29,7 +29,15 @@ from dataclasses import dataclass, field
 import sympy
 
 from course_lib.inductor.ir import (
-    Buffer, Const, GraphIR, IndexValue, Load, Op, count_ops, decompose, flat_index, loads, subs_index, sym,
+    Buffer,
+    GraphIR,
+    Load,
+    Op,
+    count_ops,
+    decompose,
+    flat_index,
+    subs_index,
+    sym,
 )  # fmt: skip
 
 
@@ -228,7 +236,9 @@ def plan_kernel(graph: GraphIR, names: list[str], needed: set[str]) -> KernelPla
     bufs = sorted((graph.buffer(n) for n in names), key=lambda b: pos[b.name])
     group = merged_group(bufs)
     if group is None:
-        raise Illegal("the nodes do not share an iteration space: " + ", ".join(f"{b.name}{list(b.shape)}" for b in bufs))
+        raise Illegal(
+            "the nodes do not share an iteration space: " + ", ".join(f"{b.name}{list(b.shape)}" for b in bufs)
+        )
     members = {b.name: b for b in bufs}
     memo: dict = {}
     exprs = {b.name: expand(body_in_kernel(b, group), members, group, memo) for b in bufs}
@@ -279,8 +289,10 @@ class Schedule:
         for k in self.kernels:
             if k.kind == "kernel":
                 st = kernel_stats(self.graph, k)
-                lines.append(f"{k.name}: fused {'+'.join(k.nodes)}  group={_gstr(k.plan.group)}  "
-                             f"reads={k.plan.reads} writes={k.plan.writes}  bytes={st['bytes']}")
+                lines.append(
+                    f"{k.name}: fused {'+'.join(k.nodes)}  group={_gstr(k.plan.group)}  "
+                    f"reads={k.plan.reads} writes={k.plan.writes}  bytes={st['bytes']}"
+                )
             else:
                 lines.append(f"{k.name}: {k.kind} {k.nodes[0]}")
         return "\n".join(lines)
@@ -314,7 +326,9 @@ def build(graph: GraphIR, groups: list[list[str]], strategy: str) -> Schedule:
         names = sorted(groups[gi], key=lambda n: graph.buffers.index(graph.buffer(n)))
         first = graph.buffer(names[0])
         if first.kind in ("extern", "alias"):
-            kernels.append(Kernel(f"extern{counter}" if first.kind == "extern" else f"alias{counter}", first.kind, names))
+            kernels.append(
+                Kernel(f"extern{counter}" if first.kind == "extern" else f"alias{counter}", first.kind, names)
+            )
         else:
             needed = {n for n in names if n in outs or any(owner.get(u) != gi for u in users.get(n, ()))}
             kernels.append(Kernel(f"kernel{counter}", "kernel", names, plan_kernel(graph, names, needed)))
@@ -418,7 +432,11 @@ def fuse(graph: GraphIR, vertical_only: bool = False, max_rounds: int = 10, log:
             if not vertical_only:
                 for gj in range(gi + 1, len(groups)):
                     rj = {r for n in groups[gj] for r in graph.buffer(n).reads()}
-                    if reads & rj and not any(owner.get(r) == gi for r in rj) and not any(owner.get(r) == gj for r in reads):
+                    if (
+                        reads & rj
+                        and not any(owner.get(r) == gi for r in rj)
+                        and not any(owner.get(r) == gj for r in reads)
+                    ):
                         cands.append((gi, gj, "sibling"))
         cands = sorted(set(cands), key=lambda c: (-score_fusion(graph, groups, c[0], c[1]), c[0], c[1]))
         merged = False
@@ -460,20 +478,22 @@ def plan_memory(sched: Schedule) -> None:
     outs = output_buffers(graph)
     last_use = {}
     for step, k in enumerate(sched.kernels):
-        for r in (k.plan.reads if k.plan else graph.buffer(k.nodes[0]).reads()):
+        for r in k.plan.reads if k.plan else graph.buffer(k.nodes[0]).reads():
             last_use[r] = step
     pool: list[str] = []
     recyclable = {b.name for b in graph.buffers if b.kind in ("pointwise", "reduction")} - outs
     for step, k in enumerate(sched.kernels):
         dying = [r for r in (k.plan.reads if k.plan else []) if last_use.get(r) == step and r in recyclable]
-        for w in (k.plan.writes if k.plan else []):
+        for w in k.plan.writes if k.plan else []:
             wb = graph.buffer(w)
             inplace = _inplace_candidate(graph, k, w, dying)
             if inplace:
                 sched.plan[w] = ("inplace", inplace)
                 dying.remove(inplace)
                 continue
-            match = next((p for p in pool if graph.buffer(p).shape == wb.shape and graph.buffer(p).dtype == wb.dtype), None)
+            match = next(
+                (p for p in pool if graph.buffer(p).shape == wb.shape and graph.buffer(p).dtype == wb.dtype), None
+            )
             if match:
                 pool.remove(match)
                 sched.plan[w] = ("reuse", match)

@@ -26,7 +26,7 @@ import math
 import sympy
 
 from course_lib.inductor.cpp import Scope, depends_on
-from course_lib.inductor.ir import Const, FloorDiv, IndexValue, Load, ModIdx, Op
+from course_lib.inductor.ir import Const, FloorDiv, IndexValue, Load, ModIdx
 from course_lib.inductor.lowering import Unsupported
 from course_lib.inductor.scheduler import Acc, KernelPlan, kernel_vars
 
@@ -141,7 +141,7 @@ class TritonKernel:
     def decompose_lines(self, flat: str, sizes, syms) -> list[str]:
         lines = []
         for d, (size, s) in enumerate(zip(sizes, syms)):
-            div = math.prod(sizes[d + 1:])
+            div = math.prod(sizes[d + 1 :])
             expr = f"({flat} // {div})" if div > 1 else flat
             lines.append(f"{s} = {expr} % {size}" if d > 0 else f"{s} = {expr}")
         return lines
@@ -149,7 +149,9 @@ class TritonKernel:
     def source(self) -> str:
         outer_sizes, inner_sizes = self.plan.group
         xs, rs = kernel_vars(self.plan.group)
-        args = ", ".join(list(self.ptrs.values()) + ["xnumel", "rnumel", "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"])
+        args = ", ".join(
+            list(self.ptrs.values()) + ["xnumel", "rnumel", "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"]
+        )
         head = [f"@triton.jit\ndef {self.name}({args}):", "    xoffset = tl.program_id(0) * XBLOCK"]
         outer = Scope()
         if not self.reduction:  # flatten everything into x
@@ -186,7 +188,7 @@ class TritonKernel:
         _, rs = kernel_vars(self.plan.group)
         mask = "xmask & rmask"
         if not looped:
-            for buf, rtype, expr, dtype in phase.reductions:
+            for buf, rtype, expr, _dtype in phase.reductions:
                 v = self.emit(expr, outer, shared, mask, "xmask")
                 masked = self.tmp()
                 shared.lines.append(f"{masked} = tl.where({mask}, {v}, {TRITON_INIT[rtype]})")
@@ -205,7 +207,9 @@ class TritonKernel:
             acc = f"acc_{buf}"
             outer.lines.append(f"{acc}_tile = tl.full([XBLOCK, RBLOCK], {TRITON_INIT[rtype]}, {TL_DTYPE[dtype]})")
             v = self.emit(expr, outer, inner, mask, "xmask")
-            inner.lines.append(f"{acc}_tile = tl.where({mask}, {TRITON_COMBINE[rtype].format(acc + '_tile', v)}, {acc}_tile)")
+            inner.lines.append(
+                f"{acc}_tile = tl.where({mask}, {TRITON_COMBINE[rtype].format(acc + '_tile', v)}, {acc}_tile)"
+            )
         for buf, index, expr, _ in phase.stores:
             v = self.emit(expr, outer, inner, mask, "xmask")
             inner.lines.append(f"tl.store({self.ptrs[buf]} + {tile_index(index)}, {v}, {mask})")
@@ -227,9 +231,11 @@ class TritonKernel:
         xblock = self.xblock()
         total = self.xnumel * (1 if self.reduction else self.rnumel)
         names = ", ".join(self.ptrs.values())
-        return (f"def launch_{self.name}({names}):\n"
-                f"    grid = (triton.cdiv({total}, {xblock}),)\n"
-                f"    {self.name}[grid]({names}, {self.xnumel}, {self.rnumel}, XBLOCK={xblock}, RBLOCK={self.rblock})")
+        return (
+            f"def launch_{self.name}({names}):\n"
+            f"    grid = (triton.cdiv({total}, {xblock}),)\n"
+            f"    {self.name}[grid]({names}, {self.xnumel}, {self.rnumel}, XBLOCK={xblock}, RBLOCK={self.rblock})"
+        )
 
 
 def module_source(kernels, persistent_rnumel: int | None = None) -> str:
@@ -261,8 +267,13 @@ def build(kernels, dtypes, persistent_rnumel: int | None = None):
         launch = getattr(mod, f"launch_{k.name}")
         tk = TritonKernel(k.name, k.plan, persistent_rnumel or PERSISTENT_RNUMEL)
         launch.jit_fn = getattr(mod, k.name)
-        launch.signature = {**{p: "*" + TRITON_SIG[dtypes.get(b, "float32")] for b, p in tk.ptrs.items()},
-                            "xnumel": "i32", "rnumel": "i32", "XBLOCK": "constexpr", "RBLOCK": "constexpr"}
+        launch.signature = {
+            **{p: "*" + TRITON_SIG[dtypes.get(b, "float32")] for b, p in tk.ptrs.items()},
+            "xnumel": "i32",
+            "rnumel": "i32",
+            "XBLOCK": "constexpr",
+            "RBLOCK": "constexpr",
+        }
         launch.constexprs = {"XBLOCK": tk.xblock(), "RBLOCK": tk.rblock}
         fns[k.name] = launch
     return source, fns

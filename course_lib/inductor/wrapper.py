@@ -58,19 +58,25 @@ def wrapper_source(sched: Schedule, call_names: dict[str, str], pointer_args: bo
         if k.kind == "extern":
             b = g.buffer(k.nodes[0])
             spec = b.extern
-            args = ", ".join([_py(a, g) for a in spec["args"]] + [f"{kk}={_py(v, g)}" for kk, v in spec["kwargs"].items()])
+            args = ", ".join(
+                [_py(a, g) for a in spec["args"]] + [f"{kk}={_py(v, g)}" for kk, v in spec["kwargs"].items()]
+            )
             lines.append(f"    {b.name} = {_target(spec['target'])}({args})")
             if not spec.get("multi"):
                 lines.append(f"    {b.name} = restride({b.name}, {tuple(b.shape)}, {tuple(b.stride)})")
         elif k.kind == "alias":
             b = g.buffer(k.nodes[0])
-            lines.append(f"    {b.name} = restride({b.extern['base']}[{b.extern['item']}], {tuple(b.shape)}, {tuple(b.stride)})")
+            lines.append(
+                f"    {b.name} = restride({b.extern['base']}[{b.extern['item']}], {tuple(b.shape)}, {tuple(b.stride)})"
+            )
         else:
             for w in k.plan.writes:
                 how, other = sched.plan.get(w, ("alloc", None))
                 b = g.buffer(w)
                 if how == "alloc":
-                    lines.append(f"    {w} = empty_strided({tuple(b.shape)}, {tuple(b.stride)}, dtype=torch.{b.dtype}, device=device)")
+                    lines.append(
+                        f"    {w} = empty_strided({tuple(b.shape)}, {tuple(b.stride)}, dtype=torch.{b.dtype}, device=device)"
+                    )
                 elif how == "reuse":
                     lines.append(f"    {w} = {other}; del {other}  # reuse")
                 else:
@@ -111,8 +117,17 @@ def make_call(source: str, kernels: dict, device) -> callable:
     """``exec`` the wrapper source with its globals (kernels, ATen, helpers) and return ``call``."""
     import torch
 
-    glb = {"torch": torch, "aten": torch.ops.aten, "prims": torch.ops.prims, "empty_strided": torch.empty_strided,
-           "restride": restride, "reinterpret": reinterpret, "device": device, "externs": _EXTERNS, **kernels}
+    glb = {
+        "torch": torch,
+        "aten": torch.ops.aten,
+        "prims": torch.ops.prims,
+        "empty_strided": torch.empty_strided,
+        "restride": restride,
+        "reinterpret": reinterpret,
+        "device": device,
+        "externs": _EXTERNS,
+        **kernels,
+    }
     exec(compile(source, "<course_lib.inductor output code>", "exec"), glb)
     return glb["call"]
 
