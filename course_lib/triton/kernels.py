@@ -58,14 +58,14 @@ def online_softmax_kernel(x_ptr, out_ptr, n_cols, stride_x, stride_out, BLOCK: t
     """Rows longer than a block: one pass keeps a running max ``m`` and a running sum ``s``
     rescaled by exp(m_old - m_new) (Milakov & Gimelshein 2018), a second pass writes."""
     row = tl.program_id(0)
-    m = tl.full([BLOCK], -float("inf"), tl.float32)
+    m = tl.full([BLOCK], -1e30, tl.float32)  # finite, so m - m_new is never inf - inf
     s = tl.zeros([BLOCK], tl.float32)
     for start in range(0, n_cols, BLOCK):
         cols = start + tl.arange(0, BLOCK)
         x = tl.load(x_ptr + row * stride_x + cols, mask=cols < n_cols, other=-float("inf"))
         m_new = tl.maximum(m, x)
-        s = s * tl.exp(m - m_new) + tl.where(x == -float("inf"), 0.0, tl.exp(x - m_new))
-        m = tl.where(m_new == -float("inf"), m, m_new)
+        s = s * tl.exp(m - m_new) + tl.exp(x - m_new)
+        m = m_new
     m_row = tl.max(m, axis=0)
     s_row = tl.sum(s * tl.exp(m - m_row), axis=0)
     for start in range(0, n_cols, BLOCK):
