@@ -333,6 +333,44 @@ def dynamo_run_frame_normally():
 # ---------------------------------------------------------------------------
 
 
+def torch_decomposition(op):
+    """torch's own decomposition of ``op`` (``torch._decomp.decomposition_table``), or None."""
+    return require("torch._decomp", "decomposition_table").get(op)
+
+
+def torch_partition(gm, joint_inputs, num_fwd_outputs: int, method: str = "min_cut"):
+    """Partition a joint GraphModule with torch's partitioner; returns (forward gm, backward gm).
+
+    ``method``: "min_cut" (``min_cut_rematerialization_partition``, what Inductor uses) or
+    "default" (``default_partition``), both from ``torch._functorch.partitioners``.
+    """
+    name = {"min_cut": "min_cut_rematerialization_partition", "default": "default_partition"}[method]
+    fn = require("torch._functorch.partitioners", name)
+    return fn(gm, joint_inputs, num_fwd_outputs=num_fwd_outputs)
+
+
+def torch_symbolic_trace(fn, *args):
+    """``make_fx(fn, tracing_mode="symbolic")``: every input size becomes a SymInt (duck-sized).
+
+    Returns ``(graph module, shape env)``; the env's ``guards`` and ``var_to_val`` are what
+    torch/fx/experimental/symbolic_shapes.py recorded while tracing.
+    """
+    tracer = require("torch.fx.experimental.proxy_tensor", "make_fx")
+    gm = tracer(fn, tracing_mode="symbolic")(*args)
+    env = None
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        for size in getattr(val, "shape", ()):
+            if hasattr(size, "node"):
+                env = size.node.shape_env
+                break
+        if env is not None:
+            break
+    if env is not None and not hasattr(env, "guards"):
+        raise CompatError("torch ShapeEnv has no .guards list any more; update compat.torch_symbolic_trace")
+    return gm, env
+
+
 # ---------------------------------------------------------------------------
 # inductor (Module 4, part 3)
 # ---------------------------------------------------------------------------

@@ -1,0 +1,77 @@
+"""Example inputs for every entry of the decomposition table (used by the tests and the lab).
+
+``SAMPLES[op](gen)`` returns ``(args, kwargs)`` drawn from the torch.Generator ``gen``: fresh
+random inputs of a small shape, positive where the op needs it (log, sqrt, logit).
+"""
+
+from __future__ import annotations
+
+import torch
+
+aten = torch.ops.aten
+
+
+def _r(gen, *shape, dtype=torch.float32):
+    return torch.randn(*shape, generator=gen, dtype=dtype)
+
+
+def _pos(gen, *shape):
+    return torch.rand(*shape, generator=gen) + 0.1
+
+
+def _unit(gen, *shape):
+    return torch.rand(*shape, generator=gen) * 0.8 + 0.1
+
+
+def _x(gen):
+    return ((_r(gen, 4, 6),), {})
+
+
+SAMPLES = {
+    aten.relu.default: _x, aten.sigmoid.default: _x, aten.silu.default: _x, aten.gelu.default: _x,
+    aten.softplus.default: _x, aten.leaky_relu.default: _x, aten.elu.default: _x, aten.hardtanh.default: _x,
+    aten.hardsigmoid.default: _x, aten.hardswish.default: _x, aten.mish.default: _x,
+    aten.logit.default: lambda g: ((_unit(g, 4, 6),), {}),
+    aten._softmax.default: lambda g: ((_r(g, 4, 6), 1, False), {}),
+    aten._log_softmax.default: lambda g: ((_r(g, 4, 6), 1, False), {}),
+    aten.logsumexp.default: lambda g: ((_r(g, 4, 6), [1]), {}),
+    aten.rsub.Scalar: lambda g: ((_r(g, 4, 6), 2.0), {}),
+    aten.reciprocal.default: lambda g: ((_pos(g, 4, 6),), {}),
+    aten.square.default: _x, aten.abs.default: _x, aten.sign.default: _x,
+    aten.clamp.default: lambda g: ((_r(g, 4, 6), -0.5, 0.5), {}),
+    aten.clamp_min.default: lambda g: ((_r(g, 4, 6), 0.1), {}),
+    aten.clamp_max.default: lambda g: ((_r(g, 4, 6), 0.1), {}),
+    aten.expm1.default: _x,
+    aten.log1p.default: lambda g: ((_pos(g, 4, 6),), {}),
+    aten.log2.default: lambda g: ((_pos(g, 4, 6),), {}),
+    aten.exp2.default: _x, aten.sinh.default: _x, aten.cosh.default: _x, aten.tan.default: _x,
+    aten.addcmul.default: lambda g: ((_r(g, 4, 6), _r(g, 4, 6), _r(g, 6)), {"value": 0.5}),
+    aten.addcdiv.default: lambda g: ((_r(g, 4, 6), _r(g, 4, 6), _pos(g, 4, 6)), {"value": 0.5}),
+    aten.lerp.Scalar: lambda g: ((_r(g, 4, 6), _r(g, 4, 6), 0.3), {}),
+    aten.hypot.default: lambda g: ((_r(g, 4, 6), _r(g, 4, 6)), {}),
+    aten.xlogy.Tensor: lambda g: ((_r(g, 4, 6), _pos(g, 4, 6)), {}),
+    aten.tanh_backward.default: lambda g: ((_r(g, 4, 6), torch.tanh(_r(g, 4, 6))), {}),
+    aten.sigmoid_backward.default: lambda g: ((_r(g, 4, 6), torch.sigmoid(_r(g, 4, 6))), {}),
+    aten.threshold_backward.default: lambda g: ((_r(g, 4, 6), _r(g, 4, 6), 0.0), {}),
+    aten.mse_loss.default: lambda g: ((_r(g, 4, 6), _r(g, 4, 6)), {}),
+    aten.sum.default: _x,
+    aten.mean.dim: lambda g: ((_r(g, 4, 6, 3), [0, 2]), {}),
+    aten.mean.default: _x,
+    aten.var.correction: lambda g: ((_r(g, 4, 6), [1]), {"correction": 1}),
+    aten.amin.default: lambda g: ((_r(g, 4, 6), [1]), {}),
+    aten.native_layer_norm.default: lambda g: ((_r(g, 4, 6), [6], _r(g, 6), _r(g, 6), 1e-5), {}),
+    aten.t.default: _x,
+    aten.transpose.int: lambda g: ((_r(g, 4, 6, 3), 0, 2), {}),
+    aten.unsqueeze.default: lambda g: ((_r(g, 4, 6), 1), {}),
+    aten.squeeze.dim: lambda g: ((_r(g, 4, 1, 6), 1), {}),
+    aten.squeeze.dims: lambda g: ((_r(g, 4, 1, 6, 1), [1, 3]), {}),
+    aten._unsafe_view.default: lambda g: ((_r(g, 4, 6), [6, 4]), {}),
+    aten.reshape.default: lambda g: ((_r(g, 4, 6).t(), [24]), {}),
+    aten.clone.default: _x,
+    aten.addmm.default: lambda g: ((_r(g, 5), _r(g, 4, 3), _r(g, 3, 5)), {}),
+    aten.mv.default: lambda g: ((_r(g, 4, 3), _r(g, 3)), {}),
+    aten.dot.default: lambda g: ((_r(g, 7), _r(g, 7)), {}),
+    aten.baddbmm.default: lambda g: ((_r(g, 2, 4, 5), _r(g, 2, 4, 3), _r(g, 2, 3, 5)), {"beta": 0.5, "alpha": 2.0}),
+    aten.zeros_like.default: _x, aten.ones_like.default: _x,
+    aten.full_like.default: lambda g: ((_r(g, 4, 6), 2.5), {}),
+}  # fmt: skip

@@ -1,0 +1,77 @@
+"""course_lib.decomp: every table entry against eager ATen, primitives-only, and torch._decomp."""
+
+import zlib
+
+import pytest
+import torch
+
+from course_lib import compat, decomp
+from course_lib.decomp.samples import SAMPLES
+
+OPS = sorted(decomp.DECOMPOSITIONS, key=str)
+
+
+def _bind(op, args, kwargs):
+    """(function of the tensor arguments only, those tensors): make_fx traces tensors only."""
+    where = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+
+    def fn(*tensors):
+        full = list(args)
+        for i, t in zip(where, tensors):
+            full[i] = t
+        return op(*full, **kwargs)
+
+    return fn, [args[i] for i in where]
+
+
+def _flat(x):
+    return list(x) if isinstance(x, (tuple, list)) else [x]
+
+
+def test_table_size_and_samples():
+    assert len(decomp.DECOMPOSITIONS) >= 40
+    assert set(SAMPLES) == set(decomp.DECOMPOSITIONS)
+    assert not (decomp.PRIMITIVES & set(decomp.DECOMPOSITIONS)), "a primitive must not be decomposed"
+
+
+@pytest.mark.parametrize("op", OPS, ids=str)
+def test_entry_matches_eager_and_leaves_only_primitives(op):
+    gen = torch.Generator().manual_seed(zlib.crc32(str(op).encode()))
+    args, kwargs = SAMPLES[op](gen)
+    want = _flat(op(*args, **kwargs))
+    fn, tensors = _bind(op, args, kwargs)
+    graph = decomp.trace(fn, *tensors)
+    assert decomp.non_primitive(graph) == [], str(graph)
+    got = _flat(graph(*tensors))
+    for w, g in zip(want, got):
+        assert g.shape == w.shape
+        torch.testing.assert_close(g.to(w.dtype), w, rtol=1e-4, atol=1e-5)
+    ref = compat.torch_decomposition(op)
+    if ref is not None:  # torch decomposes it too: same outputs
+        theirs = _flat(ref(*args, **kwargs))
+        for w, t in zip(want, theirs):
+            torch.testing.assert_close(t.to(w.dtype), w, rtol=1e-4, atol=1e-5)
+
+
+def test_decompose_graph_from_meta_and_counts():
+    from course_lib.fx import ShapeProp, symbolic_trace
+
+    def f(x):
+        return torch.nn.functional.silu(x).softmax(-1).mean()
+
+    aten_graph = decomp.trace(f, torch.randn(3, 5), table={})
+    assert "aten.silu.default" in decomp.non_primitive(aten_graph)
+    x = torch.randn(3, 5)
+    ShapeProp(aten_graph).propagate(x)
+    prim = decomp.decompose(aten_graph)
+    assert decomp.non_primitive(prim) == []
+    torch.testing.assert_close(prim(x), f(x))
+    counts = decomp.primitive_counts(prim)
+    assert counts["reduction"] == 3 and counts["aten"] == 0
+    fx_graph = symbolic_trace(f)  # a torch-level graph works too, given example inputs
+    torch.testing.assert_close(decomp.decompose(fx_graph, x)(x), f(x))
+
+
+def test_register_refuses_duplicates():
+    with pytest.raises(ValueError, match="already has a decomposition"):
+        decomp.register(torch.ops.aten.relu.default)(lambda x: x)
