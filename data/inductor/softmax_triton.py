@@ -1,0 +1,25 @@
+import triton
+import triton.language as tl
+
+@triton.jit
+def kernel0(in_ptr0, out_ptr0, xnumel, rnumel, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    xmask = xindex < xnumel
+    x0 = xindex
+    rindex = tl.arange(0, RBLOCK)[None, :]
+    rmask = rindex < rnumel
+    r0 = rindex
+    tmp0 = tl.load(in_ptr0 + (r0 + 1024*x0), xmask & rmask, other=0)
+    tmp1 = tl.where(xmask & rmask, tmp0, float("-inf"))
+    acc_buf0 = tl.max(tmp1, 1)[:, None]
+    tmp2 = tmp0 - acc_buf0
+    tmp3 = tl.exp(tmp2)
+    tmp4 = tl.where(xmask & rmask, tmp3, 0)
+    acc_buf3 = tl.sum(tmp4, 1)[:, None]
+    tmp5 = tmp3 / acc_buf3
+    tl.store(out_ptr0 + (r0 + 1024*x0), tmp5, xmask & rmask)
+
+def launch_kernel0(in_ptr0, out_ptr0):
+    grid = (triton.cdiv(4096, 4),)
+    kernel0[grid](in_ptr0, out_ptr0, 4096, 1024, XBLOCK=4, RBLOCK=1024)
