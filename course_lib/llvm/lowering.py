@@ -432,13 +432,23 @@ def lower_alloca(fn_ir: core.Function) -> ir.Module:
 def lower_ssa(fn_ir: core.Function) -> ir.Module:
     """Lowering from SSA: ``fn_ir`` (converted with ``course_lib.ir.to_ssa`` first if it is not
     SSA yet, callees too) with its phis kept as LLVM phis."""
-    from course_lib import ir as course_ir
-
-    if not hasattr(course_ir, "to_ssa"):
-        raise RuntimeError("lower_ssa needs course_lib.ir.to_ssa (Module 1), which this checkout lacks")
+    course_ir = _ssa_api()
     if not course_ir.is_ssa(fn_ir):
         fn_ir = _program_to_ssa(fn_ir, course_ir)
     return _module(fn_ir, "ssa")
+
+
+def _ssa_api():
+    """Module 1's ``to_ssa`` / ``is_ssa`` (from ``course_lib.ir``, or its ``ssa`` module)."""
+    from course_lib import ir as course_ir
+
+    if hasattr(course_ir, "to_ssa"):
+        return course_ir
+    try:
+        from course_lib.ir import ssa
+    except ImportError as exc:
+        raise RuntimeError("lower_ssa needs course_lib.ir.to_ssa (Module 1), which this checkout lacks") from exc
+    return ssa
 
 
 def _program_to_ssa(fn_ir: core.Function, course_ir) -> core.Function:

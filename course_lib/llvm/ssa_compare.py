@@ -96,3 +96,62 @@ def llvm_phis(function_text: str, var_of=None) -> tuple[list[Phi], set[str]]:
             rhs = line.split(" = ", 1)[1] if " = " in line else line
             used.update(v.strip('"') for v in _VALUE.findall(rhs))
     return phis, used
+
+
+# ----------------------------------------------------------------------------- the two sides
+
+
+def _source_var(name: str) -> str:
+    """``x.3`` (course to_ssa) / ``x.0``, ``n.addr.1`` (mem2reg) -> the variable ``x`` / ``n``."""
+    return re.sub(r"\.addr$", "", re.sub(r"\.\d+$", "", name))
+
+
+def course_phis(fn_ir) -> set[tuple[str, str]]:
+    """Module 1's ``to_ssa`` of ``fn_ir``, pruned: ``{(block, variable)}``."""
+    from course_lib.ir import core
+    from course_lib.llvm.lowering import _ssa_api
+
+    ssa = _ssa_api().to_ssa(fn_ir)
+    phis, used = [], set()
+    for block in ssa.blocks:
+        for ins in block.all():
+            if isinstance(ins, core.Phi):
+                incoming = [v if isinstance(v, str) else f"const {v}" for v in ins.incoming.values()]
+                phis.append(Phi(ins.dest, block.label, _source_var(ins.dest), incoming))
+            else:
+                used.update(ins.uses())
+    return prune(phis, used)
+
+
+def llvm_mem2reg_phis(fn_ir) -> set[tuple[str, str]]:
+    """The clang-style lowering of ``fn_ir`` after LLVM's mem2reg, pruned: ``{(block, variable)}``."""
+    from course_lib.llvm import lowering, passes
+
+    text = passes.run_passes(lowering.lower_alloca(fn_ir), ["mem2reg"]).final
+    own = next(
+        part for part in text.split("\ndefine ")[1:] if part.split("(")[0].split("@")[-1].strip('"') == fn_ir.name
+    )
+    phis, used = llvm_phis(own.split("\n}")[0], var_of=_source_var)
+    return prune(phis, used)
+
+
+@dataclasses.dataclass
+class Comparison:
+    """Both placements and where they differ."""
+
+    ours: set[tuple[str, str]]
+    llvm: set[tuple[str, str]]
+
+    @property
+    def same(self) -> bool:
+        return self.ours == self.llvm
+
+    def __str__(self) -> str:
+        if self.same:
+            return f"same {len(self.ours)} phis: " + ", ".join(f"{v} in {b}" for b, v in sorted(self.ours))
+        return f"only ours: {sorted(self.ours - self.llvm)}; only LLVM's: {sorted(self.llvm - self.ours)}"
+
+
+def compare(fn_ir) -> Comparison:
+    """Our SSA vs LLVM's mem2reg on ``fn_ir`` (both pruned)."""
+    return Comparison(course_phis(fn_ir), llvm_mem2reg_phis(fn_ir))

@@ -48,6 +48,11 @@ def retarget(llvm_ir, target: str, tm=None) -> llvm.ModuleRef:
     """Parse ``llvm_ir`` and set its triple and data layout for ``target``."""
     mod = passes.parse(llvm_ir)
     tm = tm or target_machine(target)
+    if target == "amdgcn" and any(
+        i.opcode == "alloca" for f in mod.functions for b in f.blocks for i in b.instructions
+    ):
+        # AMDGPU keeps the stack in address space 5; promote clang-style slots to SSA first
+        mod = passes.parse(passes.run_passes(mod, ["mem2reg"]).final)
     mod.triple = TRIPLES[target]
     mod.data_layout = str(tm.target_data)
     return mod
