@@ -7,6 +7,10 @@ Pipeline (one file per stage)::
       -> core.py       the IR dataclasses and the deterministic printer (str(fn))
       -> textparse.py  parse(text): the printer's inverse, errors with line and column
       -> interp.py     interpret / execute: the reference semantics, counts dynamic instructions
+      -> cfg.py        dominators (Cooper-Harvey-Kennedy), dominator tree, frontiers, natural loops
+      -> dataflow.py   worklist framework: liveness, reaching defs, available exprs, const prop
+      -> ssa.py        to_ssa (phis at iterated DF, renaming), from_ssa (copies), is_ssa
+      -> passes.py     SCCP, DCE, copy propagation, LVN, CSE, LICM, simplify_cfg; PassManager; optimize
     randprog.py        random programs of the subset for differential tests
 
 Stable API: ``from_python(fn)``, ``parse(text)``, ``str(fn_ir)``, ``interpret(fn_ir, *args)``,
@@ -60,10 +64,13 @@ from course_lib.ir.core import (
 )
 from course_lib.ir.frontend import UnsupportedError, from_python, from_source
 from course_lib.ir.interp import Execution, execute, interpret
+from course_lib.ir.passes import PassManager, optimize, run_pipeline
+from course_lib.ir.ssa import from_ssa, is_ssa, to_ssa
 from course_lib.ir.textparse import IRParseError, parse, parse_program
 
 __all__ = [
     "Alloc", "BasicBlock", "Branch", "Call", "Const", "Execution", "Function", "IRParseError", "Jump",
     "Load", "Op", "Phi", "Return", "Store", "UnsupportedError", "execute", "from_python", "from_source",
-    "interpret", "parse", "parse_program",
+    "interpret", "parse", "parse_program", "PassManager", "optimize", "run_pipeline", "from_ssa", "is_ssa",
+    "to_ssa",
 ]

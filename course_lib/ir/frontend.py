@@ -650,7 +650,7 @@ class _Lowering:
 
     def expr_Call(self, e, want_value=True):
         if not isinstance(e.func, ast.Name):
-            raise UnsupportedError("call of something that is not a plain function name", e.lineno)
+            raise UnsupportedError(f"call of a {_construct(e.func)}", e.lineno, "only plain function names can be called")
         if e.keywords:
             raise UnsupportedError("keyword arguments", e.lineno)
         name = e.func.id
