@@ -7,6 +7,7 @@ never compute data; they may add guards.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import sympy
@@ -57,7 +58,15 @@ def pointwise(env: ShapeEnv, op, *args, **kwargs) -> FakeTensor:
     for t in tensors:
         shape = broadcast_shapes(env, shape, t.shape)
     dtype = torch.bool if op in COMPARE else [t.dtype for t in tensors if t.dtype != torch.bool][-1]
-    return fake(shape, dtype, tensors[0].device)
+    out = fake(shape, dtype, tensors[0].device)
+    full = [t for t in tensors if t.shape == shape and 0 not in t.stride]
+    if full and all(isinstance(x, int) for x in full[0].stride):  # keep a permuted input's layout, as torch
+        order = sorted(range(len(shape)), key=lambda d: -full[0].stride[d])
+        strides, acc = [0] * len(shape), 1
+        for d in reversed(order):
+            strides[d], acc = acc, acc * shape[d]
+        out = dataclasses.replace(out, stride=tuple(strides))
+    return out
 
 
 @rule(aten.scalar_tensor.default)
