@@ -37,6 +37,9 @@ from course_lib.inductor.ir import (
     contiguous_strides,
     decompose,
     flat_index,
+    loads,
+    map_loads,
+    subs_index,
     sym,
 )  # fmt: skip
 
@@ -525,6 +528,21 @@ def lower_iota(ctx, node, length, start=0, step=1, **kw):
 def lower_gather(ctx, node, x, dim, index, **kw):
     """``out[i] = x[i with i[dim] replaced by index[i]]``: an indirect load."""
     dim %= len(x.shape)
+    producer = _pointwise_producer(ctx, x)
+    if producer is not None:  # recompute the producer at the gathered index (Inductor inlines it)
+
+        def inlined(idx):
+            ctx.indirect += 1
+            s = sym(f"ind{ctx.indirect - 1}")
+            full = list(idx)
+            full[dim] = s
+            body = subs_index(producer.body, dict(zip(producer.index_vars(), full)))
+            bound = ((s, cast(index.fn(idx), "int64")),)
+            ranges = {v: n for v, n in zip(idx, index.shape) if isinstance(v, sympy.Symbol)}
+            ranges[s] = x.shape[dim]
+            return _inline_indirect(ctx, body, s, bound, ranges)
+
+        return ctx.pointwise(index.shape, x.dtype, inlined, origin=node.name)
     x_arg = ctx.realize(x, origin=node.name)
 
     def fn(idx):
@@ -537,6 +555,43 @@ def lower_gather(ctx, node, x, dim, index, **kw):
         )
 
     return ctx.pointwise(index.shape, x.dtype, fn, origin=node.name)
+
+
+def _inline_indirect(ctx, body, s, bound, ranges, depth=0):
+    """Attach the indirect binding of ``s`` to every load that uses it, first recomputing
+    pointwise producers read at an ``s``-dependent index (up to a few levels deep)."""
+
+    def visit(ld):
+        if s not in sympy.sympify(ld.index).free_symbols:
+            return ld
+        prod = next((b for b in ctx.buffers if b.name == ld.buf), None)
+        if (
+            depth < 4
+            and prod is not None
+            and prod.kind == "pointwise"
+            and not ld.indirect
+            and prod.stride == contiguous_strides(prod.shape)
+        ):
+            if not any(l2.indirect for l2 in loads(prod.body)):
+                idx = decompose(ld.index, prod.shape, ranges)
+                inner = subs_index(prod.body, dict(zip(prod.index_vars(), idx)))
+                return _inline_indirect(ctx, inner, s, bound, ranges, depth + 1)
+        return Load(ld.buf, ld.index, ld.dtype, ld.indirect + bound)
+
+    return map_loads(body, visit)
+
+
+def _pointwise_producer(ctx, x: TensorValue):
+    """The pointwise Buffer ``x`` is a plain (contiguous, unviewed) read of, if any."""
+    if x.layout is None:
+        return None
+    buf, strides, offset = x.layout
+    b = next((b for b in ctx.buffers if b.name == buf), None)
+    if b is None or b.kind != "pointwise" or offset or tuple(b.shape) != tuple(x.shape) or tuple(strides) != b.stride:
+        return None
+    if any(ld.indirect for ld in loads(b.body)):
+        return None
+    return b
 
 
 def make_reduction(rtype: str):
@@ -657,4 +712,15 @@ def _swap(nd, a, b):
 
 def lower(gm, example_inputs) -> GraphIR:
     """Lower an ATen FX GraphModule (static shapes) to the pre-fusion IR."""
-    return Lowering(gm).run(example_inputs)
+    return eliminate_dead_buffers(Lowering(gm).run(example_inputs))
+
+
+def eliminate_dead_buffers(graph: GraphIR) -> GraphIR:
+    """Drop computed buffers nobody reads (e.g. a producer that was inlined into a gather)."""
+    live = {o[1] for o in graph.outputs if o[0] == "buf"}
+    keep = []
+    for b in reversed(graph.buffers):
+        if b.kind in ("input", "extern", "alias") or b.name in live:
+            keep.append(b)
+            live.update(b.reads())
+    return graph.replace(buffers=list(reversed(keep)))
