@@ -112,8 +112,9 @@ def trace(launch, tensors: dict, kernel) -> Trace:
     accesses: list[Access] = []
 
     def on_access(kind, ptrs, mask, grid_idx):
+        shape = np.shape(ptrs)
         ptrs = np.asarray(ptrs, dtype=np.uint64).astype(np.int64).ravel()
-        mask = np.broadcast_to(np.asarray(mask, dtype=bool), np.shape(ptrs)).ravel().copy()
+        mask = np.broadcast_to(np.asarray(mask, dtype=bool), shape).ravel().copy()
         active = ptrs[mask]
         owner = np.full(active.shape, -1)
         index = np.zeros(active.shape, dtype=np.int64)
@@ -132,7 +133,7 @@ def trace(launch, tensors: dict, kernel) -> Trace:
                                int(mask.size), int((~mask).sum()), oob))  # fmt: skip
         keep = mask.copy()
         keep[np.flatnonzero(mask)[owner < 0]] = False  # switch out-of-bounds lanes off
-        return keep.reshape(np.shape(np.asarray(ptrs)))
+        return keep.reshape(shape)
 
     def hook(kind, ptrs, mask, grid_idx):
         shape = np.shape(ptrs)
