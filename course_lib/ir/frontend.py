@@ -137,7 +137,10 @@ def _compile(fn, ctx: _Ctx, arg_types=None) -> Function:
         tree = mine[-1]
         offset = 0
     else:
-        src = textwrap.dedent(inspect.getsource(fn))
+        try:
+            src = textwrap.dedent(inspect.getsource(fn))
+        except (OSError, TypeError) as e:
+            raise ValueError(f"the source of {fn.__name__} is not available; pass the text to from_source") from e
         tree = ast.parse(src).body[0]
         offset = fn.__code__.co_firstlineno - 1
         ast.increment_lineno(tree, offset)
