@@ -70,6 +70,8 @@ def test_x86_levels_use_wider_vectors():
     rows = {name: (n, width) for name, n, width in targets.vector_summary(SUM_ALLOCA)}
     assert rows["baseline"][1] == 128 and rows["avx2"][1] == 256 and rows["avx512"][1] == 512
     assert targets.vector_width("vpaddq %zmm0, %zmm1, %zmm1") == 512
+    marked = targets.mark_vector_instructions(targets.emit_asm(SUM_ALLOCA, "x86_64", "x86-64-v4"))
+    assert "# <== SIMD 512-bit" in marked
     assert targets.vector_instructions("\taddsd %xmm0, %xmm1\n\tvpaddq %ymm0, %ymm1, %ymm1") == [
         "vpaddq %ymm0, %ymm1, %ymm1"
     ]

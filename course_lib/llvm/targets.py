@@ -130,6 +130,17 @@ def vector_instructions(asm: str) -> list[str]:
     return out
 
 
+def mark_vector_instructions(asm: str) -> str:
+    """The assembly with each packed SIMD instruction tagged ``# <== SIMD <bits>-bit``."""
+    packed = set(vector_instructions(asm))
+    out = []
+    for line in asm.splitlines():
+        if line.strip() in packed:
+            line = f"{line}    # <== SIMD {vector_width(line)}-bit"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
 def x86_levels(llvm_ir) -> dict[str, str]:
     """``{"baseline": asm, "avx2": asm, "avx512": asm}`` for the same IR."""
     return {name: emit_asm(llvm_ir, "x86_64", cpu) for name, cpu in X86_LEVELS.items()}
