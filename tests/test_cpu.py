@@ -260,3 +260,11 @@ def test_compile_cpp_kernel_with_gxx():
     assert lib.fn("twice", [ctypes.c_float], ctypes.c_float)(1.5) == 3.0
     with pytest.raises(build.CompileError):  # the same text is not C
         build.compile_c(src, "-O2")
+
+
+def test_simulated_misses_use_module1_simulator():
+    # direct mapped, 2 sets of one 64-byte line: 0 and 128 share set 0 and evict each other
+    assert caches.simulate_misses([0, 128, 0, 64, 64], size=128, ways=1) == 4
+    l1 = machine.CacheLevel(1, "Data", 32768, 8, 64, 1)
+    naive, tiled, _ = caches.predict_transpose([128], l1, t=32)
+    assert naive.per_element > 1.0 > 0.2 > tiled.per_element  # the conflict-miss cliff at n = 128

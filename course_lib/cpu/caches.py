@@ -299,59 +299,16 @@ def plot_sweep(points, caches=(), metric: str = "ns_per_element", title: str = "
 # ----------------------------------------------------------------------------- prediction
 
 
-@dataclasses.dataclass
-class SmallLRUCache:
-    """A set-associative LRU cache that counts misses (fallback when Module 1's is absent).
-
-    ``size``/``ways``/``line`` in bytes; address -> set ``(addr // line) % sets``; each set
-    keeps its lines in recency order (list, most recent last).
-    """
-
-    size: int
-    ways: int
-    line: int = 64
-
-    def __post_init__(self):
-        self.sets = max(1, self.size // (self.ways * self.line))
-        self._sets: list[list[int]] = [[] for _ in range(self.sets)]
-        self.misses = 0
-        self.accesses = 0
-
-    def access(self, addr: int) -> bool:
-        """Touch ``addr``; True on a hit."""
-        tag = addr // self.line
-        ways = self._sets[tag % self.sets]
-        self.accesses += 1
-        if tag in ways:
-            ways.remove(tag)
-            ways.append(tag)
-            return True
-        self.misses += 1
-        if len(ways) >= self.ways:
-            ways.pop(0)
-        ways.append(tag)
-        return False
-
-
-def simulator_source() -> str:
-    """Which cache simulator predictions come from: Module 1's (course_lib.ir) or the fallback."""
-    return "course_lib.ir" if _module1_simulator() is not None else "course_lib.cpu.caches.SmallLRUCache"
-
-
-def _module1_simulator():
-    try:
-        from course_lib.ir import cache as m1  # Module 1's set-associative LRU simulator
-    except ImportError:
-        return None
-    return m1
-
-
 def simulate_misses(trace, size: int, ways: int, line: int = 64) -> int:
-    """Misses of an address trace on one cache level (Module 1's simulator when present)."""
-    cache = SmallLRUCache(size, ways, line)
-    for addr in trace:
-        cache.access(addr)
-    return cache.misses
+    """Misses of an address trace on one LRU cache level, by Module 1's simulator.
+
+    ``course_lib/ir/cache.py`` (``simulate_cache``): exact LRU, set = ``(addr // line) % sets``,
+    no prefetching, so it predicts misses, not time; real L1s add hardware prefetchers that hide
+    much of the naive transpose's row-order read misses.
+    """
+    from course_lib.ir.cache import simulate_cache
+
+    return simulate_cache(trace, size, line_bytes=line, ways=ways).misses
 
 
 def predict_transpose(sizes, cache, variants=TRANSPOSES, t: int = 32) -> list[SweepPoint]:
