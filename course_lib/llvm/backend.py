@@ -28,7 +28,7 @@ from course_lib import env
 
 MISSING_LLC = (
     "LLVM's command-line tools are not installed, so the back-end walkthrough is skipped. "
-    "Install them with `sudo apt-get install llvm` (or `conda install -c conda-forge llvmdev`)."
+    "Install them with `sudo apt-get install llvm` (or `conda install -c conda-forge llvm-tools`)."
 )
 
 # The stages a learner follows, as llc pass names (-stop-after / -print-after take these).

@@ -394,9 +394,8 @@ def _lower_ssa(module: ir.Module, fn: core.Function, lf: ir.Function, functions:
         _branch(em, blk.term, blocks)
     for ins, phi in phis:
         for pred, src in ins.incoming.items():
-            if isinstance(src, str) or True:
-                b.position_before(blocks[pred].terminator)
-                phi.add_incoming(em.value(src, ins.type), blocks[pred])
+            b.position_before(blocks[pred].terminator)  # a conversion, if any, goes in the predecessor
+            phi.add_incoming(em.value(src, ins.type), blocks[pred])
 
 
 def _reverse_postorder(fn: core.Function) -> list[str]:
