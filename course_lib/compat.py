@@ -136,7 +136,7 @@ def inductor_output_code(fn, *args):
 # ---------------------------------------------------------------------------
 
 
-def triton_ast_source(kernel, signature: dict, constexprs: dict | None = None):
+def triton_ast_source(kernel, signature: dict, constexprs: dict | None = None, divisible_by_16=()):
     """``triton.compiler.ASTSource`` for ``kernel`` with constexprs given by argument name.
 
     Triton 3.3+ keys constants by ``(argument index,)`` tuples internally; 3.9 also accepts
@@ -153,7 +153,10 @@ def triton_ast_source(kernel, signature: dict, constexprs: dict | None = None):
                 raise CompatError(f"constexpr {key!r} is not an argument of {fn.__name__}{tuple(names)}")
             key = (names.index(key),)
         consts[key] = value
-    return ast_source(fn=fn, signature=dict(signature), constexprs=consts)
+    # attrs: what the JIT's specialisation would attach for 16-byte aligned pointers and
+    # integers divisible by 16 (``tt.divisibility``), keyed by (argument index,).
+    attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in divisible_by_16}
+    return ast_source(fn=fn, signature=dict(signature), constexprs=consts, attrs=attrs)
 
 
 def triton_metadata_dict(compiled) -> dict:

@@ -126,7 +126,8 @@ def _cache_key(kernel, signature, constexprs, target, options, passes) -> str:
 
 
 def compile_stages(kernel, signature: dict, constexprs: dict | None = None, target: str = "sm_90", *,
-                   num_warps: int = 4, num_stages: int | None = None, passes: bool = False) -> Stages:  # fmt: skip
+                   num_warps: int = 4, num_stages: int | None = None, passes: bool = False,
+                   aligned: bool = False) -> Stages:  # fmt: skip
     """Compile ``kernel`` for ``target`` and return every stage (no GPU needed).
 
     ``signature`` maps each argument name to Triton's type string (``"*fp32"``, ``"i32"``,
@@ -134,8 +135,13 @@ def compile_stages(kernel, signature: dict, constexprs: dict | None = None, targ
     The result is a mapping with keys ``ttir, ttgir, llir, ptx, sass`` (NVIDIA targets) or
     ``ttir, ttgir, llir, amdgcn`` (``"gfx942"``), plus ``.metadata``, ``.raw`` and, with
     ``passes=True``, ``.passes``: the module before every MLIR pass, with the pass name.
+    ``aligned=True`` tells the compiler every pointer is 16-byte aligned and every integer
+    argument divisible by 16 (``tt.divisibility``), as ``@triton.jit`` specialises a launch with
+    such arguments; that enables vector loads and ``cp.async`` pipelining.
     """
     options = {"num_warps": num_warps}
+    if aligned:
+        options["aligned"] = True  # part of the cache key only
     if num_stages is not None:
         options["num_stages"] = num_stages
     key = _cache_key(kernel, signature, constexprs, target, options, passes)
@@ -161,7 +167,9 @@ def compile_stages(kernel, signature: dict, constexprs: dict | None = None, targ
 def _compile(kernel, signature, constexprs, target, options, passes) -> Stages:
     import triton
 
-    src = compat.triton_ast_source(kernel, signature, constexprs)
+    aligned = options.pop("aligned", False)
+    divisible = [a for a, t in signature.items() if t.startswith("*") or t in ("i32", "i64")] if aligned else []
+    src = compat.triton_ast_source(kernel, signature, constexprs, divisible_by_16=divisible)
     env_vars = {"TRITON_ALWAYS_COMPILE": "1"}
     if passes:
         env_vars["MLIR_ENABLE_DUMP"] = "1"

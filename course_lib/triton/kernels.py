@@ -244,6 +244,16 @@ SIGNATURES = {
 }  # fmt: skip
 
 
+# What @triton.jit would see for contiguous fp16 matrices: unit strides become constants (the JIT
+# specialises arguments equal to 1) and, with compile_stages(aligned=True), the other integers and
+# the pointers are known to be multiples of 16. Vector loads and cp.async pipelining need both.
+SIGNATURES["matmul_contiguous"] = (
+    matmul_kernel,
+    {**SIGNATURES["matmul"][1], "stride_ak": "constexpr", "stride_bn": "constexpr", "stride_cn": "constexpr"},
+    {**SIGNATURES["matmul"][2], "stride_ak": 1, "stride_bn": 1, "stride_cn": 1},
+)
+
+
 def signature(name: str) -> tuple:
     """``(kernel, signature, constexprs)`` of a reference kernel, ready for ``compile_stages``."""
     kernel, sig, consts = SIGNATURES[name]
