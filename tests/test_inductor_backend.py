@@ -158,3 +158,29 @@ def test_unsupported_graph_falls_back_with_reason(caplog):
     torch.testing.assert_close(out, (x * 2).sin())
     assert record and record[0][0] == "fallback" and "float16" in record[0][1]
     assert "runs in eager" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, w, b: (F.gelu(x @ w) * b).softmax(-1).sum(),
+        lambda x, w, b: F.layer_norm(x @ w, (3,), b, b).pow(2).mean(),
+    ],
+    ids=["gelu_softmax", "layernorm"],
+)
+def test_course_aot_pipeline_forward_and_backward(fn, monkeypatch):
+    """course_lib.aot (joint graph, partition) feeding course_lib.inductor, against eager."""
+    monkeypatch.setenv("COURSE_INDUCTOR_STRICT", "1")
+    record = []
+    f = ind.compile_with_course_aot(fn, record=record)
+    args = [_r(4, 8).requires_grad_(), _r(8, 3).requires_grad_(), _r(3).requires_grad_()]
+    out = f(*args)
+    out.backward()
+    grads = [a.grad for a in args]
+    ref_args = [a.detach().clone().requires_grad_() for a in args]
+    ref = fn(*ref_args)
+    ref.backward()
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+    for a, b in zip(grads, ref_args):
+        torch.testing.assert_close(a, b.grad, rtol=1e-4, atol=1e-5)
+    assert [k for k, _ in record] == ["compiled", "compiled"]

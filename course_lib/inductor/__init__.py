@@ -10,18 +10,28 @@ codegen/triton.py, codegen/wrapper.py, compile_fx.py). The pipeline, one module 
     compile_fx(gm, example_inputs): the torch.compile backend      backend.py
 
 Use it as ``torch.compile(model, backend=course_lib.inductor.compile_fx)`` or
-``backend="course_lib"`` (registered with Dynamo when this package is imported).
+``backend="course_lib"`` (registered with Dynamo when this package is imported); the backend
+runs torch's AOT Autograd. ``compile_with_course_aot(fn)`` runs the all-course pipeline
+instead: course_lib.aot's joint graph and partition, then this package on both graphs.
 """
 
 from __future__ import annotations
 
-from course_lib.inductor.backend import CompiledGraph, compile_fx, compile_graph, inner_compiler, schedule_graph
+from course_lib.inductor.backend import (
+    CompiledGraph,
+    compile_fx,
+    compile_graph,
+    compile_with_course_aot,
+    inner_compiler,
+    schedule_graph,
+)
 from course_lib.inductor.ir import Buffer, GraphIR
 from course_lib.inductor.lowering import LOWERINGS, Unsupported, lower
 from course_lib.inductor.scheduler import can_fuse, fuse, kernel_stats, ladder, schedule_stats, unfused
 
 __all__ = [
     "LOWERINGS", "Buffer", "CompiledGraph", "GraphIR", "Unsupported", "can_fuse", "compile_fx", "compile_graph",
+    "compile_with_course_aot",
     "fuse", "inner_compiler", "kernel_stats", "ladder", "lower", "register", "schedule_graph", "schedule_stats",
     "unfused",
 ]  # fmt: skip

@@ -168,3 +168,44 @@ def compile_fx(gm, example_inputs, fusion: str = "greedy", codegen: str | None =
         if record is not None:
             record.append(("fallback", f"aot: {exc}".splitlines()[0]))
         return gm.forward
+
+
+def course_aot_compiler(fusion: str = "greedy", codegen: str | None = None, record: list | None = None):
+    """A compiler for ``course_lib.aot.aot_function``: the whole course pipeline end to end.
+
+    course_lib.aot hands over a course_lib.fx Graph of ATen primitives (the backward one
+    without example inputs), so the graph is converted to torch.fx, re-traced on the first
+    call's real arguments to get shapes (``node.meta["val"]``), then compiled here.
+    """
+
+    def compiler(graph, example_inputs):
+        from course_lib import compat, fx
+
+        gm = fx.to_torch_fx(graph)
+        cache = {}
+
+        def run(*args):
+            if "fn" not in cache:
+                traced = compat.make_fx(gm, *args)
+                try:
+                    cache["fn"] = compile_graph(traced, list(args), fusion=fusion, codegen=codegen)
+                    if record is not None:
+                        record.append(("compiled", cache["fn"]))
+                except Exception as exc:  # eager fallback, as in compile_fx
+                    if os.environ.get("COURSE_INDUCTOR_STRICT") == "1":
+                        raise
+                    log.warning("course_lib.inductor: graph runs in eager (%s)", str(exc).splitlines()[0])
+                    cache["fn"] = traced
+            return cache["fn"](*args)
+
+        return run
+
+    return compiler
+
+
+def compile_with_course_aot(fn, fusion: str = "greedy", codegen: str | None = None, record: list | None = None):
+    """``course_lib.aot.aot_function(fn)`` with course_lib.inductor compiling both graphs."""
+    from course_lib import aot
+
+    comp = course_aot_compiler(fusion, codegen, record)
+    return aot.aot_function(fn, fw_compiler=comp, bw_compiler=comp)
