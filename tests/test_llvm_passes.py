@@ -162,3 +162,13 @@ def test_licm_hoists_the_invariant_product_in_the_o3_pipeline():
     body_after = after.split("body:")[1]
     assert "mul i64 %k, %k" in body_before and "mul i64 %k, %k" not in body_after
     assert any(s.scope.startswith("loop %") for s in result.snapshots)
+
+
+def test_llvm_ptx_runs_on_the_course_simt_simulator():
+    import numpy as np
+
+    from course_lib import gpu
+
+    x, y = np.arange(100, dtype=np.float32), np.ones(100, dtype=np.float32)
+    out = gpu.run_ptx(targets.ptx(sm="sm_80"), "saxpy", grid=2, block=64, args=[x, y, 3.0, 100]).outputs[1]
+    assert np.allclose(out, 3.0 * x + 1.0)
