@@ -102,23 +102,13 @@ def test_joint_graph_is_functional_and_correct(name):
             torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
 
 
-def _torch_saved_bytes(joint, method):
-    gm = compat_gm = __import__("course_lib.fx", fromlist=["to_torch_fx"]).to_torch_fx(joint.graph)
-    inputs = [n.meta["val"] for n in joint.graph.nodes if n.op == "placeholder"]
-    fw, _ = compat.torch_partition(compat_gm, inputs, joint.num_outputs, method)
-    del gm
-    out = [n for n in fw.graph.nodes if n.op == "output"][0].args[0][joint.num_outputs:]
-    vals = [n.meta.get("val") for n in out]
-    return sum(v.numel() * v.element_size() for v in vals if hasattr(v, "numel"))
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_min_cut_saves_no_more_than_default_or_torch(name):
     fn, shapes = CASES[name]
     joint = aot.joint_graph(fn, *_inputs(shapes))
     ours = aot.partition(joint, "min_cut")
     assert ours.saved_bytes <= aot.partition(joint, "default").saved_bytes
-    theirs = _torch_saved_bytes(joint, "min_cut")
+    _, theirs = aot.torch_saved(joint, "min_cut")
     # torch runs its partitioner on our joint graph; ours may only lose where noted in 04b
     assert ours.saved_bytes <= theirs * 1.5 + 64, (ours.summary(), theirs)
 

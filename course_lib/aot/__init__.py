@@ -17,8 +17,8 @@ API::
 
 from course_lib.aot.function import aot_function
 from course_lib.aot.joint import Joint, backward_pass, joint_graph
-from course_lib.aot.partition import Partition, draw_joint, partition
+from course_lib.aot.partitioners import Partition, draw_joint, flow_network, partition, torch_saved
 from course_lib.aot.rules import DERIVATIVES, derivative, sum_to, vjp
 
 __all__ = ["DERIVATIVES", "Joint", "Partition", "aot_function", "backward_pass", "derivative", "draw_joint",
-           "joint_graph", "partition", "sum_to", "vjp"]  # fmt: skip
+           "flow_network", "joint_graph", "partition", "sum_to", "torch_saved", "vjp"]  # fmt: skip

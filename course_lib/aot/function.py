@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from course_lib.aot.joint import joint_graph
-from course_lib.aot.partition import partition
+from course_lib.aot.partitioners import partition
 
 
 def _default_compiler(graph, example_inputs):

@@ -211,3 +211,23 @@ def draw_joint(joint, part: Partition | None = None, title: str = ""):
         colours.update({name: HIGHLIGHT["recomputed"] for name in part.recomputed})
         colours.update({name: HIGHLIGHT["saved"] for name in part.saved})
     return viz.fx_graph(joint.graph, title=title or (part.summary() if part else "joint graph"), highlight=colours)
+
+
+def torch_saved(joint, method: str = "min_cut") -> tuple[list[str], int]:
+    """Run torch's partitioner (through compat) on *our* joint graph; (saved names, saved bytes)."""
+    from course_lib import compat
+    from course_lib.fx import to_torch_fx
+
+    inputs = [n.meta["val"] for n in joint.graph.nodes if n.op == "placeholder"]
+    fw, _ = compat.torch_partition(to_torch_fx(joint.graph), inputs, joint.num_outputs, method)
+    out = [n for n in fw.graph.nodes if n.op == "output"][0].args[0][joint.num_outputs :]
+    vals = [n.meta.get("val") for n in out]
+    return [n.name for n in out], sum(int(v.numel()) * v.element_size() for v in vals if hasattr(v, "numel"))
+
+
+def backward_nodes(joint) -> set[Node]:
+    """The joint graph's nodes that depend on a tangent (they can only run in the backward)."""
+    return _descendants(joint.tangents)
+
+
+depths = _depths
