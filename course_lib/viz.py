@@ -26,9 +26,10 @@ from typing import Any
 
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
+from pygments.filter import simplefilter
 from pygments.lexer import RegexLexer, bygroups
 from pygments.lexers import get_lexer_by_name
-from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation, String, Text
+from pygments.token import Comment, Error, Keyword, Name, Number, Operator, Punctuation, String, Text
 
 # ----------------------------------------------------------------------------- lexers
 
@@ -111,16 +112,26 @@ _LEXER_NAMES = {
 LANGUAGES = tuple(sorted(set(_LEXER_NAMES) | {"mlir", "ttir", "ttgir", "sass"}))
 
 
+def _errors_as_text(lexer, stream):
+    """Pygments filter: words a lexer does not know (LLVM's newer keywords such as ``nneg`` or
+    ``captures``) are shown as plain text instead of boxed in red."""
+    for ttype, value in stream:
+        yield (Text if ttype is Error else ttype), value
+
+
 def lexer_for(lang: str):
     """The pygments lexer for a course language name (see :data:`LANGUAGES`)."""
     lang = lang.lower()
     if lang in ("mlir", "ttir", "ttgir"):
-        return MLIRLexer()
-    if lang == "sass":
-        return SASSLexer()
-    if lang not in _LEXER_NAMES:
+        lexer = MLIRLexer()
+    elif lang == "sass":
+        lexer = SASSLexer()
+    elif lang in _LEXER_NAMES:
+        lexer = get_lexer_by_name(_LEXER_NAMES[lang])
+    else:
         raise ValueError(f"unknown language {lang!r}; choose one of {', '.join(LANGUAGES)}")
-    return get_lexer_by_name(_LEXER_NAMES[lang])
+    lexer.add_filter(simplefilter(_errors_as_text)())
+    return lexer
 
 
 _FORMATTER = HtmlFormatter(noclasses=True, nowrap=True, style="default")

@@ -31,6 +31,11 @@ def test_every_language_highlights_and_keeps_text(lang):
     assert "Error" not in html  # pygments marks unlexable characters with the Error token style
 
 
+def test_unknown_words_are_not_marked_as_errors():
+    html = viz.code("%14 = zext nneg i32 %9 to i64\ndefine void @f(ptr captures(none) %p)", "llvm")._repr_html_()
+    assert "border" not in html.split("<pre", 1)[1].split(">", 1)[1]  # pygments boxes Error tokens with a red border
+
+
 def test_mlir_lexer_tokens():
     tokens = list(viz.MLIRLexer().get_tokens("%x = arith.addf %a, %b : tensor<4xf32, #blocked> loc(#loc3)"))
     kinds = {v: str(t) for t, v in tokens if v.strip()}
