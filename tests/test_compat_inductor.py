@@ -46,8 +46,6 @@ def test_register_dynamo_backend_and_entry_point_group():
 def test_inductor_output_code_with_config_turns_fusion_off():
     x = torch.randn(8, 8)
     with torch.no_grad():
-        _, fused = compat.inductor_output_code(lambda t: (t.exp() * 2).sum(-1), x)
-        _, unfused = compat.inductor_output_code_with_config(lambda t: (t.exp() * 2).sum(-1), x, max_fusion_size=1)
-    assert fused[0].count("cpp_fused") <= unfused[0].count("cpp_fused"), (
-        "torch._inductor.config.max_fusion_size changed"
-    )
+        out, codes = compat.inductor_output_code_with_config(lambda t: (t.exp() * 2).sum(-1), x, max_fusion_size=1)
+    torch.testing.assert_close(out, (x.exp() * 2).sum(-1))
+    assert "cpp_fused" in codes[0], "torch._inductor.config.patch or run_and_get_code changed"
