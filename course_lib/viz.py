@@ -112,7 +112,7 @@ _LEXER_NAMES = {
 LANGUAGES = tuple(sorted(set(_LEXER_NAMES) | {"mlir", "ttir", "ttgir", "sass"}))
 
 
-def _errors_as_text(lexer, stream):
+def _errors_as_text(self, lexer, stream, options):
     """Pygments filter: words a lexer does not know (LLVM's newer keywords such as ``nneg`` or
     ``captures``) are shown as plain text instead of boxed in red."""
     for ttype, value in stream:
