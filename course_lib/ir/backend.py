@@ -22,19 +22,49 @@ from course_lib.ir.dataflow import liveness
 # --- instruction selection -----------------------------------------------------------------
 #: IR operation -> machine mnemonic, by operand type; an "i" suffix takes an immediate.
 SELECT = {
-    ("add", "int"): "add", ("sub", "int"): "sub", ("mul", "int"): "mul", ("floordiv", "int"): "div",
-    ("mod", "int"): "rem", ("add", "float"): "fadd", ("sub", "float"): "fsub", ("mul", "float"): "fmul",
-    ("div", "float"): "fdiv", ("floordiv", "float"): "ffloordiv", ("mod", "float"): "fmod",
-    ("min", "int"): "min", ("max", "int"): "max", ("min", "float"): "fmin", ("max", "float"): "fmax",
-    ("neg", "int"): "neg", ("neg", "float"): "fneg", ("abs", "int"): "abs", ("abs", "float"): "fabs",
-    ("not", "int"): "seqz", ("float", "float"): "cvt.f.i", ("int", "int"): "cvt.i.f", ("len", "int"): "len",
-    ("copy", "int"): "mov", ("copy", "float"): "fmov",
+    ("add", "int"): "add",
+    ("sub", "int"): "sub",
+    ("mul", "int"): "mul",
+    ("floordiv", "int"): "div",
+    ("mod", "int"): "rem",
+    ("add", "float"): "fadd",
+    ("sub", "float"): "fsub",
+    ("mul", "float"): "fmul",
+    ("div", "float"): "fdiv",
+    ("floordiv", "float"): "ffloordiv",
+    ("mod", "float"): "fmod",
+    ("min", "int"): "min",
+    ("max", "int"): "max",
+    ("min", "float"): "fmin",
+    ("max", "float"): "fmax",
+    ("neg", "int"): "neg",
+    ("neg", "float"): "fneg",
+    ("abs", "int"): "abs",
+    ("abs", "float"): "fabs",
+    ("not", "int"): "seqz",
+    ("float", "float"): "cvt.f.i",
+    ("int", "int"): "cvt.i.f",
+    ("len", "int"): "len",
+    ("copy", "int"): "mov",
+    ("copy", "float"): "fmov",
 }
 CMP = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "seq", "ne": "sne"}
 
 #: Cycles until a result can be used (a textbook in-order pipeline).
-LATENCY = {"mul": 3, "div": 20, "rem": 20, "fadd": 4, "fsub": 4, "fmul": 4, "fdiv": 15, "ffloordiv": 18,
-           "fmod": 18, "ld": 4, "call": 10, "alloc": 10}
+LATENCY = {
+    "mul": 3,
+    "div": 20,
+    "rem": 20,
+    "fadd": 4,
+    "fsub": 4,
+    "fmul": 4,
+    "fdiv": 15,
+    "ffloordiv": 18,
+    "fmod": 18,
+    "ld": 4,
+    "call": 10,
+    "alloc": 10,
+}
 
 
 @dataclass
@@ -194,8 +224,10 @@ class Allocation:
     spilled: list
 
     def __str__(self):
-        regs = ", ".join(f"{v}->{'r' + str(a) if not isinstance(a, tuple) else 'spill' + str(a[1])}"
-                         for v, a in sorted(self.assignment.items()))
+        regs = ", ".join(
+            f"{v}->{'r' + str(a) if not isinstance(a, tuple) else 'spill' + str(a[1])}"
+            for v, a in sorted(self.assignment.items())
+        )
         return f"{self.method} (k={self.k}): {len(self.spilled)} spilled; {regs}"
 
 
@@ -357,8 +389,9 @@ def list_schedule(dag: DAG, width: int = 1) -> Schedule:
     cycle: dict[int, int] = {}
     t = 0
     while len(cycle) < n:
-        ready = [k for k in range(n) if k not in cycle
-                 and all(p in cycle and cycle[p] + lat <= t for p, lat in preds[k])]
+        ready = [
+            k for k in range(n) if k not in cycle and all(p in cycle and cycle[p] + lat <= t for p, lat in preds[k])
+        ]
         ready.sort(key=lambda k: (-prio[k], k))
         for k in ready[:width]:
             cycle[k] = t
@@ -388,7 +421,7 @@ def check_schedule(dag: DAG, sched: Schedule) -> list[str]:
             if sched.cycle[b] < sched.cycle[a] + lat:
                 problems.append(f"{dag.instrs[b]} issues at {sched.cycle[b]} before {dag.instrs[a]} is ready")
     per = {}
-    for k, c in sched.cycle.items():
+    for c in sched.cycle.values():
         per[c] = per.get(c, 0) + 1
     problems += [f"cycle {c} issues {m} > width {sched.width}" for c, m in sorted(per.items()) if m > sched.width]
     return problems

@@ -176,8 +176,15 @@ def cfg_dot(fn: Function, annotate: dict[str, str] | None = None) -> str:
     """DOT source of the CFG with each block's code (``annotate`` adds a line per block)."""
 
     def esc(s):
-        return s.replace("\\", "\\\\").replace('"', '\\"').replace("{", "\\{").replace("}", "\\}").replace(
-            "<", "\\<").replace(">", "\\>").replace("|", "\\|")
+        return (
+            s.replace("\\", "\\\\")
+            .replace('"', '\\"')
+            .replace("{", "\\{")
+            .replace("}", "\\}")
+            .replace("<", "\\<")
+            .replace(">", "\\>")
+            .replace("|", "\\|")
+        )
 
     lines = ["digraph cfg {", '  node [shape=record, fontname="monospace", fontsize=10];']
     for b in fn.blocks:

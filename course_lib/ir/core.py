@@ -20,9 +20,7 @@ LIST_TYPES = (LIST_INT, LIST_FLOAT)
 TYPES = (INT, FLOAT, LIST_INT, LIST_FLOAT)
 
 #: Binary operators and their Python meaning (the interpreter's semantics, Python's rounding).
-BINARY_OPS = (
-    "add sub mul div floordiv mod min max lt le gt ge eq ne"
-).split()
+BINARY_OPS = ("add sub mul div floordiv mod min max lt le gt ge eq ne").split()
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 #: Unary operators: ``copy`` (move), ``neg``, ``not`` (0/1), ``abs``, ``float`` / ``int``
 #: (conversions; ``int`` truncates toward zero), ``len`` (length of a list).

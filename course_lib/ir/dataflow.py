@@ -13,8 +13,8 @@ Facts are frozensets (or dicts for constants), keyed by block label: ``result.in
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from course_lib.ir.core import Const, Function, Op, Phi
 

@@ -63,15 +63,37 @@ BUILTIN_BINARY = {"min": "min", "max": "max"}
 def _construct(node: ast.AST) -> str:
     """A learner-facing name for an AST node ('for loop over a list', 'ast.Lambda' -> 'lambda')."""
     names = {
-        ast.Lambda: "lambda", ast.ListComp: "list comprehension", ast.Dict: "dict", ast.Set: "set",
-        ast.Tuple: "tuple", ast.With: "with statement", ast.Try: "try statement", ast.Pow: "operator **",
-        ast.Attribute: "attribute access", ast.Global: "global statement", ast.Nonlocal: "nonlocal statement",
-        ast.FunctionDef: "nested function", ast.ClassDef: "class", ast.Raise: "raise", ast.Yield: "yield",
-        ast.Str if hasattr(ast, "Str") else ast.JoinedStr: "string", ast.JoinedStr: "f-string",
-        ast.BitAnd: "operator &", ast.BitOr: "operator |", ast.BitXor: "operator ^", ast.LShift: "operator <<",
-        ast.RShift: "operator >>", ast.Invert: "operator ~", ast.Is: "operator is", ast.In: "operator in",
-        ast.IsNot: "operator is not", ast.NotIn: "operator not in", ast.Import: "import", ast.Assert: "assert",
-        ast.Delete: "del", ast.Slice: "slice",
+        ast.Lambda: "lambda",
+        ast.ListComp: "list comprehension",
+        ast.Dict: "dict",
+        ast.Set: "set",
+        ast.Tuple: "tuple",
+        ast.With: "with statement",
+        ast.Try: "try statement",
+        ast.Pow: "operator **",
+        ast.Attribute: "attribute access",
+        ast.Global: "global statement",
+        ast.Nonlocal: "nonlocal statement",
+        ast.FunctionDef: "nested function",
+        ast.ClassDef: "class",
+        ast.Raise: "raise",
+        ast.Yield: "yield",
+        ast.Str if hasattr(ast, "Str") else ast.JoinedStr: "string",
+        ast.JoinedStr: "f-string",
+        ast.BitAnd: "operator &",
+        ast.BitOr: "operator |",
+        ast.BitXor: "operator ^",
+        ast.LShift: "operator <<",
+        ast.RShift: "operator >>",
+        ast.Invert: "operator ~",
+        ast.Is: "operator is",
+        ast.In: "operator in",
+        ast.IsNot: "operator is not",
+        ast.NotIn: "operator not in",
+        ast.Import: "import",
+        ast.Assert: "assert",
+        ast.Delete: "del",
+        ast.Slice: "slice",
     }
     return names.get(type(node), type(node).__name__)
 
@@ -90,8 +112,15 @@ def _ann_type(ann, line: int) -> str | None:
     if ann is None:
         return None
     src = ast.unparse(ann)
-    table = {"int": INT, "bool": INT, "float": FLOAT, "list[int]": LIST_INT, "list[float]": LIST_FLOAT,
-             "list": LIST_FLOAT, "None": VOID}
+    table = {
+        "int": INT,
+        "bool": INT,
+        "float": FLOAT,
+        "list[int]": LIST_INT,
+        "list[float]": LIST_FLOAT,
+        "list": LIST_FLOAT,
+        "None": VOID,
+    }
     if src not in table:
         raise UnsupportedError(f"type annotation {src}", line)
     return table[src]
@@ -352,7 +381,12 @@ class _Lowering:
         value = self._convert(value, vtype, want, line)
         # Retarget the temporary that computed the value instead of adding a copy.
         last = self.cur.instrs[-1] if self.cur.instrs else None
-        if isinstance(value, str) and last is not None and getattr(last, "dest", None) == value and value not in self.user_vars:
+        if (
+            isinstance(value, str)
+            and last is not None
+            and getattr(last, "dest", None) == value
+            and value not in self.user_vars
+        ):
             last.dest = name
         else:
             self._emit(Op(name, want, "copy", [value]))
@@ -653,7 +687,9 @@ class _Lowering:
 
     def expr_Call(self, e, want_value=True):
         if not isinstance(e.func, ast.Name):
-            raise UnsupportedError(f"call of a {_construct(e.func)}", e.lineno, "only plain function names can be called")
+            raise UnsupportedError(
+                f"call of a {_construct(e.func)}", e.lineno, "only plain function names can be called"
+            )
         if e.keywords:
             raise UnsupportedError("keyword arguments", e.lineno)
         name = e.func.id

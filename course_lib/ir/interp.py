@@ -61,8 +61,16 @@ class Execution:
 def _opname(i) -> str:
     if isinstance(i, Op):
         return i.op
-    return {Phi: "phi", Load: "load", Store: "store", Alloc: "alloc", Call: "call", Jump: "jump",
-            Branch: "br", Return: "ret"}[type(i)]
+    return {
+        Phi: "phi",
+        Load: "load",
+        Store: "store",
+        Alloc: "alloc",
+        Call: "call",
+        Jump: "jump",
+        Branch: "br",
+        Return: "ret",
+    }[type(i)]
 
 
 def execute(fn: Function, *args, max_steps: int = 10_000_000, _depth: int = 0) -> Execution:

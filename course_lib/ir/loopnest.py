@@ -201,8 +201,11 @@ def distance_vectors(nest: Loop) -> list[tuple]:
                 raise ValueError(f"non-uniform dependence between {w} and {a}")
             vec = []
             for v in loops:
-                dims = [(dict(x.coeffs).get(v, 0), wx.const - x.const) for x, wx in zip(a.index, w.index)
-                        if dict(x.coeffs).get(v, 0)]
+                dims = [
+                    (dict(x.coeffs).get(v, 0), wx.const - x.const)
+                    for x, wx in zip(a.index, w.index)
+                    if dict(x.coeffs).get(v, 0)
+                ]
                 if not dims:
                     vec.append("+")  # v is not in the subscript: every iteration touches it
                 else:
@@ -342,7 +345,9 @@ def fuse(first: Loop, second: Loop, check: bool = True) -> Loop:
 # --- examples ------------------------------------------------------------------------------------
 def matmul(n: int) -> Loop:
     """C[i, j] += A[i, k] * B[k, j]."""
-    return loop("i", n, [loop("j", n, [loop("k", n, [Stmt(acc("C", "i", "j"), [acc("A", "i", "k"), acc("B", "k", "j")])])])])
+    return loop(
+        "i", n, [loop("j", n, [loop("k", n, [Stmt(acc("C", "i", "j"), [acc("A", "i", "k"), acc("B", "k", "j")])])])]
+    )
 
 
 def cache_misses(nest, shapes, size_bytes=4096, line_bytes=64, ways=4) -> int:

@@ -13,11 +13,11 @@ analysis (loads are never moved or merged), a pass that finds a loop without a p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from course_lib.ir.cfg import dom_tree, natural_loops, reverse_postorder
-from course_lib.ir.core import Alloc, Branch, Const, Function, Jump, Load, Op, Phi, remove_unreachable
+from course_lib.ir.core import Branch, Const, Function, Jump, Op, Phi, remove_unreachable
 from course_lib.ir.dataflow import expr_key
 from course_lib.ir.interp import BINARY, UNARY
 from course_lib.ir.ssa import to_ssa
@@ -226,8 +226,24 @@ def cse(fn: Function) -> Function:
     return new
 
 
-SAFE_TO_SPECULATE = {"add", "sub", "mul", "min", "max", "lt", "le", "gt", "ge", "eq", "ne", "neg", "not", "abs",
-                     "float", "copy"}
+SAFE_TO_SPECULATE = {
+    "add",
+    "sub",
+    "mul",
+    "min",
+    "max",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "eq",
+    "ne",
+    "neg",
+    "not",
+    "abs",
+    "float",
+    "copy",
+}
 
 
 def _preheader(fn: Function, loop) -> str | None:
@@ -253,8 +269,11 @@ def licm(fn: Function) -> Function:
             for lb in sorted(loop.body):
                 b = new.block(lb)
                 for i in list(b.instrs):
-                    ok = (isinstance(i, Op) and i.op in SAFE_TO_SPECULATE
-                          and not any(u in defined_inside for u in i.uses()))
+                    ok = (
+                        isinstance(i, Op)
+                        and i.op in SAFE_TO_SPECULATE
+                        and not any(u in defined_inside for u in i.uses())
+                    )
                     if ok:
                         b.instrs.remove(i)
                         new.block(pre).instrs.append(i)

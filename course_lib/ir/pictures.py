@@ -14,8 +14,20 @@ from course_lib.ir.core import Function
 from course_lib.ir.dataflow import liveness
 from course_lib.ir.ssa import to_ssa
 
-PALETTE = ["#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5",
-           "#d9d9d9", "#bc80bd", "#ccebc5", "#ffed6f"]
+PALETTE = [
+    "#8dd3c7",
+    "#ffffb3",
+    "#bebada",
+    "#fb8072",
+    "#80b1d3",
+    "#fdb462",
+    "#b3de69",
+    "#fccde5",
+    "#d9d9d9",
+    "#bc80bd",
+    "#ccebc5",
+    "#ffed6f",
+]
 
 
 def show_cfg(fn: Function):
@@ -33,8 +45,9 @@ def show_ssa(fn: Function):
 
 def liveness_annotations(fn: Function) -> dict[str, str]:
     live = liveness(fn)
-    return {b: f"in: {{{', '.join(sorted(live.into[b]))}}}  out: {{{', '.join(sorted(live.out[b]))}}}"
-            for b in fn.labels()}
+    return {
+        b: f"in: {{{', '.join(sorted(live.into[b]))}}}  out: {{{', '.join(sorted(live.out[b]))}}}" for b in fn.labels()
+    }
 
 
 def show_liveness(fn: Function):

@@ -91,7 +91,12 @@ class _Parser:
 
     def expect(self, text=None, kind=None):
         tok = self.peek()
-        if (text is not None and tok[1] != text) or (kind is not None and tok[0] != kind) or tok[0] in ("nl", "eof") and text:
+        if (
+            (text is not None and tok[1] != text)
+            or (kind is not None and tok[0] != kind)
+            or tok[0] in ("nl", "eof")
+            and text
+        ):
             self.error(f"expected {text!r}" if text else f"expected a {kind}")
         self.k += 1
         return tok[1]
@@ -172,7 +177,9 @@ class _Parser:
         b = BasicBlock(label)
         while True:
             tok = self.peek()
-            if tok[1] == "}" or (tok[0] == "name" and self.toks[self.k + 1][1] == ":" and self.toks[self.k + 2][0] == "nl"):
+            if tok[1] == "}" or (
+                tok[0] == "name" and self.toks[self.k + 1][1] == ":" and self.toks[self.k + 2][0] == "nl"
+            ):
                 break
             if tok[0] == "eof":
                 self.error("expected '}'")
