@@ -11,10 +11,14 @@ Pipeline (one file per stage)::
       -> dataflow.py   worklist framework: liveness, reaching defs, available exprs, const prop
       -> ssa.py        to_ssa (phis at iterated DF, renaming), from_ssa (copies), is_ssa
       -> passes.py     SCCP, DCE, copy propagation, LVN, CSE, LICM, simplify_cfg; PassManager; optimize
+      -> backend.py    instruction selection, linear scan, Chaitin-Briggs, allocation checker, list scheduling
+    loopnest.py        loop-nest IR: tile, interchange, unroll, fuse; legality from dependence distances
+    cache.py           simulate_cache(trace, size_bytes, line_bytes=64, ways=8): set-associative LRU
+    pictures.py        CFG / dom tree / liveness / interference / schedule / tiling-miss pictures
     randprog.py        random programs of the subset for differential tests
 
 Stable API: ``from_python(fn)``, ``parse(text)``, ``str(fn_ir)``, ``interpret(fn_ir, *args)``,
-``to_ssa``, ``from_ssa``, ``is_ssa``, ``optimize``.
+``to_ssa``, ``from_ssa``, ``is_ssa``, ``optimize``. ``COURSE_IR_DEBUG=1`` prints every pass's output.
 
 The instruction set (the contract Module 2's LLVM lowering relies on; it will not change)
 ------------------------------------------------------------------------------------------
