@@ -135,3 +135,13 @@ def test_randprog_api():
     value, lists = p.expected()
     assert p.fresh_args() == p.args and len(lists) == 2
     assert ir.interpret(ir.from_source(p.source), *p.fresh_args()) == value
+
+
+@settings(max_examples=15, deadline=None, derandomize=True, database=None)
+@given(randprog.programs())
+def test_chaitin_spill_loop_preserves_results(prog):
+    f = ir.from_ssa(ir.optimize(ir.from_source(prog.source, arg_types=prog.arg_types)))
+    r = be.allocate_with_spilling(f, 3)
+    assert be.check_allocation(r.fn, r.allocation) == []
+    assert not any(isinstance(a, tuple) for a in r.allocation.assignment.values())
+    assert ir.interpret(r.fn, *prog.fresh_args()) == prog.expected()[0]

@@ -13,6 +13,7 @@ Torczon, "Improvements to Graph Coloring Register Allocation" (1994); Gibbons an
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from course_lib.ir.cfg import natural_loops
@@ -172,7 +173,16 @@ def live_intervals(fn: Function) -> dict[str, tuple[int, int]]:
             touch(v, first)
         for v in live.out[b.label]:
             touch(v, pos - 1)
-    return {v: (a, b) for v, (a, b) in sorted(iv.items())}
+    return {v: (a, b) for v, (a, b) in sorted(iv.items()) if not reserved(v)}
+
+
+#: Stack slots live in memory addressed off the stack pointer; these names (and every name
+#: starting with "sp.", such as an argument passed on the stack) are never allocated.
+RESERVED = ("sp.i", "sp.f")
+
+
+def reserved(v: str) -> bool:
+    return v.startswith("sp.")
 
 
 def interference(fn: Function) -> dict[str, set[str]]:
@@ -198,6 +208,10 @@ def interference(fn: Function) -> dict[str, set[str]]:
             for c in cur:
                 if a != c:
                     graph[a].add(c)
+    for r in [v for v in graph if reserved(v)]:
+        graph.pop(r)
+    for v in graph:
+        graph[v] = {n for n in graph[v] if not reserved(n)}
     return graph
 
 
@@ -211,6 +225,9 @@ def spill_costs(fn: Function) -> dict[str, float]:
     for label, i in fn.instructions():
         for v in i.uses() + i.defs():
             cost[v] += 10.0 ** depth[label]
+    for v in cost:  # spill code's own temporaries must never spill again
+        if re.search(r"\.(ld|st)\d+$", v):
+            cost[v] = float("inf")
     return cost
 
 
@@ -287,6 +304,85 @@ def graph_coloring(fn: Function, k: int) -> Allocation:
             assign[v] = ("spill", len(spilled))
             spilled.append(v)
     return Allocation("graph colouring", k, assign, sorted(spilled))
+
+
+def insert_spill_code(fn: Function, spilled) -> Function:
+    """Chaitin's rewrite: each spilled variable gets a stack slot; every use reads it into a
+    fresh short-lived temporary (``v.ld3 = load sp.i, slot``) and every definition writes a
+    temporary stored right after (``store sp.i, slot, v.st4``). Slots are elements of two frame
+    lists ``sp.i`` / ``sp.f`` allocated at entry (standing for memory off the stack pointer)."""
+    new = fn.copy()
+    types = new.var_types()
+    entry = new.blocks[0]
+    used = [
+        i.index.value
+        for _, i in new.instructions()
+        if isinstance(i, (Load, Store)) and i.array in RESERVED and isinstance(i.index, Const)
+    ]
+    first = max(used, default=-1) + 1
+    entry.instrs = [i for i in entry.instrs if not (isinstance(i, Alloc) and i.dest in RESERVED)]
+    slots = {v: first + k for k, v in enumerate(sorted(spilled))}
+    n_slots = first + len(slots)
+    counter = [sum(len(b.all()) for b in new.blocks)]  # fresh suffixes never collide with earlier rounds
+
+    def frame(v):
+        return "sp.f" if types[v] == FLOAT else "sp.i"
+
+    def fresh(v, tag):
+        counter[0] += 1
+        return f"{v}.{tag}{counter[0]}"
+
+    for b in new.blocks:
+        out = []
+        for i in b.all():
+            loads = {}
+            for u in dict.fromkeys(i.uses()):
+                if u in slots:
+                    t = fresh(u, "ld")
+                    out.append(Load(t, types[u], frame(u), Const(slots[u])))
+                    loads[u] = t
+            if loads:
+                i.replace_uses(lambda x, loads=loads: loads.get(x, x) if isinstance(x, str) else x)
+            out.append(i)
+            if i.dest is not None and i.dest in slots:
+                d = i.dest
+                i.dest = fresh(d, "st")
+                out.append(Store(frame(d), Const(slots[d]), i.dest))
+        b.term = out[-1]
+        b.instrs = out[:-1]
+    prologue = [
+        Alloc("sp.i", "list[int]", Const(n_slots), Const(0)),
+        Alloc("sp.f", "list[float]", Const(n_slots), Const(0.0)),
+    ]
+    # a spilled parameter is passed on the stack (as an ABI does once registers run out)
+    prologue += [Store(frame(p), Const(slots[p]), f"sp.{p}") for p, _ in new.params if p in slots]
+    new.params = [(f"sp.{p}" if p in slots else p, t) for p, t in new.params]
+    entry.instrs = prologue + entry.instrs
+    return new
+
+
+@dataclass
+class SpillResult:
+    fn: Function
+    allocation: Allocation
+    rounds: int
+    spilled: list
+
+    def __str__(self):
+        return f"{self.rounds} round(s), spilled {self.spilled}; {self.allocation}"
+
+
+def allocate_with_spilling(fn: Function, k: int, max_rounds: int = 6) -> SpillResult:
+    """Chaitin's loop: colour; if something spilled, insert spill code and colour again,
+    until every remaining variable has a register."""
+    cur, all_spilled = fn, []
+    for rounds in range(1, max_rounds + 1):
+        alloc = graph_coloring(cur, k)
+        if not alloc.spilled:
+            return SpillResult(cur, alloc, rounds, all_spilled)
+        all_spilled += alloc.spilled
+        cur = insert_spill_code(cur, alloc.spilled)
+    raise ValueError(f"still spilling after {max_rounds} rounds with k={k}")
 
 
 def spill_everything(fn: Function, k: int = 0) -> Allocation:
