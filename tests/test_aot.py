@@ -4,7 +4,7 @@ torch's partitioner, aot_function training an MLP like eager."""
 import pytest
 import torch
 
-from course_lib import aot, compat, decomp
+from course_lib import aot, decomp
 from course_lib.aot.rules import DERIVATIVES
 
 aten = torch.ops.aten
@@ -92,12 +92,12 @@ def test_joint_graph_is_functional_and_correct(name):
     tangents = [torch.randn_like(o) for o in outs]
     want = torch.autograd.grad(outs, args, tangents)
     got = joint.graph(*[a.detach() for a in args], *tangents)
-    for w, g in zip(want, got[len(outs):]):
+    for w, g in zip(want, got[len(outs) :]):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
     for method in ("default", "min_cut"):
         part = aot.partition(joint, method)
         fw = part.forward(*[a.detach() for a in args])
-        grads = part.backward(*fw[len(outs):], *tangents)
+        grads = part.backward(*fw[len(outs) :], *tangents)
         for w, g in zip(want, grads):
             torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
 
@@ -160,8 +160,11 @@ def test_draw_joint_marks_saved():
     fn, shapes = CASES["tanh_sigmoid"]
     joint = aot.joint_graph(fn, *_inputs(shapes))
     part = aot.partition(joint, "min_cut")
-    dot = aot.draw_joint(joint, part).source if hasattr(aot.draw_joint(joint, part), "source") else str(
-        aot.draw_joint(joint, part))
+    dot = (
+        aot.draw_joint(joint, part).source
+        if hasattr(aot.draw_joint(joint, part), "source")
+        else str(aot.draw_joint(joint, part))
+    )
     for name in part.saved:
         assert f'"{name}"' in dot
     assert aot.partition.__name__ == "partition"

@@ -70,6 +70,10 @@ def test_same_output_shapes_as_torch_symbolic_tracing():
     ours = tuple(str(s) for s in outs[0].shape)
     # torch names symbols by hash (s75...); map both to their example sizes
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    torch_hint = {str(s): int(v) for n in placeholders for s, v in zip(n.meta["val"].shape, args[placeholders.index(n)].shape)}
-    assert [torch_hint.get(s) for s in torch_shape] == [env.hints[sympy.Symbol(s, positive=True, integer=True)] for s in ours]
+    torch_hint = {
+        str(s): int(v) for n in placeholders for s, v in zip(n.meta["val"].shape, args[placeholders.index(n)].shape)
+    }
+    assert [torch_hint.get(s) for s in torch_shape] == [
+        env.hints[sympy.Symbol(s, positive=True, integer=True)] for s in ours
+    ]
     assert env.guards == [] and len(torch_env.guards) == 0  # duck sizing: mm's inner sizes share a symbol
