@@ -170,3 +170,24 @@ def test_draw_joint_marks_saved():
     assert aot.partition.__name__ == "partition"
     with pytest.raises(ValueError, match="unknown partition method"):
         aot.partition(joint, "greedy")
+
+
+def test_aot_function_on_a_graph_module_with_two_outputs(capsys, monkeypatch):
+    import torch.fx
+
+    class M(torch.nn.Module):
+        def forward(self, x, w):
+            return torch.sin(x) @ w, x.sum()
+
+    gm = torch.fx.symbolic_trace(M())
+    monkeypatch.setenv("COURSE_AOT_DEBUG", "1")
+    f = aot.aot_function(gm, partition_method="min_cut")
+    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 2, requires_grad=True)
+    a, b = f(x, w)
+    (a.sum() + b).backward()
+    got = (x.grad.clone(), w.grad.clone())
+    x.grad = w.grad = None
+    a, b = gm(x, w)
+    (a.sum() + b).backward()
+    torch.testing.assert_close(got, (x.grad, w.grad))
+    assert "--- course_lib.aot: backward graph" in capsys.readouterr().out

@@ -8,12 +8,14 @@ bw_compiler(backward graph) --> a callable that torch.autograd can differentiate
 On the first call with new input shapes/dtypes it traces and compiles (a cache keyed by those,
 torch keys by the inputs' metadata too). Forward runs the compiled forward graph and keeps the
 saved tensors in ``ctx``; backward feeds them and the incoming gradients to the compiled
-backward graph. A compiler is ``compiler(graph, example_inputs) -> callable``; ``None`` uses
+backward graph. ``COURSE_AOT_DEBUG=1`` prints the joint graph, the partition and both graphs
+on each compile. A compiler is ``compiler(graph, example_inputs) -> callable``; ``None`` uses
 course_lib.fx's generated Python code (torch's default is also "run the graph as it is").
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +38,10 @@ def _key(args) -> tuple:
 def _compile(fn, args, fw_compiler, bw_compiler, method):
     joint = joint_graph(fn, *args)
     part = partition(joint, method)
+    if os.environ.get("COURSE_AOT_DEBUG"):  # the one switch that shows every stage
+        for title, text in [("joint graph", joint.graph), ("partition", part.summary()),
+                            ("forward graph", part.forward), ("backward graph", part.backward)]:  # fmt: skip
+            print(f"--- course_lib.aot: {title}\n{text}")
     fw = (fw_compiler or _default_compiler)(part.forward, [a for a in args])
     bw = (bw_compiler or _default_compiler)(part.backward, None)
     n_out, wrt, n_args = joint.num_outputs, joint.wrt, len(args)
