@@ -210,3 +210,49 @@ def test_step_table_shows_stack_and_graph_growth():
 
     text = str(dynamo.step_table(f, torch.ones(2), [2.0], limit=12))
     assert "iter(1/1) | T(L['x']) | 2.0" in text and "iter(1/1) | T(mul)" in text
+
+
+_DIS312 = (
+    "import dis, json, sys\n"
+    "ns = {}\n"
+    "exec(compile(open(sys.argv[1]).read(), sys.argv[1], 'exec'), ns)\n"
+    "fn = ns[sys.argv[2]]\n"
+    "print(json.dumps([[i.offset, i.opname, i.arg, i.argval, i.argrepr, i.positions.lineno, i.is_jump_target]\n"
+    "                  for i in dis.get_instructions(fn)]))\n"
+)
+
+
+def _instructions_312(fn, tmp_path):
+    """``fn``'s instructions as Python 3.12 compiles it (JSON from a 3.12 interpreter, no torch)."""
+    import inspect
+    import textwrap
+
+    src = tmp_path / "f312.py"
+    src.write_text("\n" * (fn.__code__.co_firstlineno - 1) + textwrap.dedent(inspect.getsource(fn)))
+    out = subprocess.run([str(PY312), "-c", _DIS312, str(src), fn.__name__],
+                         capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    return [dynamo.bytecode.Instr(k, off, op, arg, argval, rep, line, tgt, None)
+            for k, (off, op, arg, argval, rep, line, tgt) in enumerate(json.loads(out.stdout))]  # fmt: skip
+
+
+@pytest.mark.skipif(not PY312.exists(), reason="needs a Python 3.12 interpreter for its bytecode")
+@pytest.mark.parametrize("name", ["print_in_comprehension", "list_comprehension", "print_in_loop"])
+def test_312_bytecode_gives_the_same_counts(name, tmp_path, monkeypatch):
+    """Run the translator on the 3.12 bytecode of a corpus case (inlined comprehension: PEP 709)
+    and compare with torch's counts (the same on 3.11 and 3.12, recorded on both)."""
+    sys.path.insert(0, str(Path(__file__).parent / "data" / "dynamo"))
+    from corpus import CASES
+
+    _, fn, make_args, expected = next(c for c in CASES if c[0] == name)
+    real = symbolic_convert.instructions
+    ours312 = _instructions_312(fn, tmp_path)
+    monkeypatch.setattr(symbolic_convert, "instructions", lambda c: ours312 if c is fn.__code__ else real(c))
+    monkeypatch.setattr(symbolic_convert, "_PY312", True)  # 3.12's LOAD_ATTR method flag
+    if name != "print_in_loop":
+        assert list(symbolic_convert.comprehension_regions(ours312).values())  # one region found
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        e = dynamo.explain(fn, *make_args())
+    assert (e.graph_count, e.graph_break_count, len(e.break_reasons)) == expected
+    assert torch.allclose(e.out, fn(*make_args()))
+    if name == "print_in_comprehension":
+        assert printed.getvalue() == "step 0\nstep 1\n" and e.breaks[0].instruction == "BUILD_LIST"

@@ -28,7 +28,12 @@ compiled graph, runs the breaking instruction, and calls a *resume function* (a 
 object starting after the break) which is captured as a new frame. We split execution inside
 our interpreter instead, which produces the same graphs and breaks. A break inside a loop body
 cannot be resumed by Dynamo either: it gives up on the rest of the frame, and so do we
-(:meth:`InstructionTranslator.skip_rest_of_frame`). ``with`` blocks and exceptions are not
+(:meth:`InstructionTranslator.skip_rest_of_frame`). One exception, as in Dynamo: on 3.12 a list
+or dict comprehension is inlined into the frame (PEP 709), and a break inside it goes back to the
+comprehension's ``BUILD_LIST``, runs the whole comprehension eagerly and continues after it
+(:meth:`InstructionTranslator.break_at_comprehension`); on 3.11 the comprehension is its own
+function, so the break is at its ``CALL`` and the ``<listcomp>`` frame is skipped as a loop.
+Both give the same counts. ``with`` blocks and exceptions are not
 modelled; tensor mutation (``x.add_(1)``, ``x[0] = 1``) is reported as a break, and ``x += y``
 on a tensor is captured as ``x = x + y``; Dynamo captures mutation faithfully.
 """
@@ -149,6 +154,9 @@ class InstructionTranslator:
         self.trace: list[str] = []  # the instructions run, for step-through views
         self.steps: list[tuple[str, list[str], int]] = []  # (instruction, stack after it, graph size)
         self.skipped = False  # set when a break inside a loop made us give up capturing this frame
+        # 3.12 inlined comprehensions: BUILD_LIST/BUILD_MAP index -> index of its outermost END_FOR
+        self.comprehensions = comprehension_regions(self.instructions)
+        self.checkpoint: tuple | None = None  # state at the comprehension's BUILD_LIST (Dynamo: speculate())
         # loop bodies: from a backward jump's target to the jump (3.11+: no block stack for loops)
         self.loops = [(ins.argval, ins.offset) for ins in self.instructions
                       if ins.opname.startswith(("JUMP_BACKWARD", "POP_JUMP_BACKWARD")) and ins.argval < ins.offset]  # fmt: skip
@@ -173,6 +181,7 @@ class InstructionTranslator:
             handler(inst)
             return
         saved = (list(self.stack), dict(self.locals), self.kw_names, self.output.snapshot())
+        self.track_comprehension(inst, saved)
         try:
             if handler is None:
                 raise Unsupported(f"opcode {inst.opname} is not handled")
@@ -182,11 +191,51 @@ class InstructionTranslator:
                 raise
             self.stack, self.locals, self.kw_names, nodes = saved
             self.output.restore(nodes)
-            if any(start <= inst.offset <= end for start, end in self.loops):
+            if self.checkpoint is not None:
+                self.break_at_comprehension(exc.reason)
+            elif any(start <= inst.offset <= end for start, end in self.loops):
                 self.skip_rest_of_frame(inst, handler, exc.reason)
             else:
                 self.break_graph(inst, handler, exc.reason)
         self.steps.append((self.trace[-1], [stack_label(v) for v in self.stack], len(self.output.graph)))
+
+    def track_comprehension(self, inst: Instr, saved: tuple) -> None:
+        """Keep a checkpoint while inside an inlined comprehension (3.12, PEP 709) of this frame.
+
+        Dynamo (torch/_dynamo/comprehension_graph_break.py) calls ``speculate()`` at the
+        comprehension's ``BUILD_LIST``/``BUILD_MAP``. A break inside the comprehension cannot be
+        resumed where it happens (the instruction is covered by the comprehension's exception-table
+        entry, so ``should_compile_partial_graph()`` is False, which also means the for-loop check
+        is never reached); analysis restarts and breaks at the ``BUILD_LIST`` instead."""
+        if self.checkpoint is not None and not (self.checkpoint[0] <= inst.index <= self.checkpoint[1]):
+            self.checkpoint = None  # left the comprehension
+        if self.checkpoint is None and not self.eager and inst.index in self.comprehensions:
+            self.checkpoint = (inst.index, self.comprehensions[inst.index], inst, saved)
+
+    def break_at_comprehension(self, reason: str) -> None:
+        """A break inside an inlined comprehension: go back to its ``BUILD_LIST``, end the graph
+        there, run the whole comprehension eagerly, and continue symbolically after it. The same
+        graphs as on 3.11, where the comprehension is a function (``<listcomp>``) whose inlining
+        fails, so the break is at its ``CALL`` and the callee runs as a frame of its own."""
+        from course_lib.dynamo.output_graph import BreakRecord
+
+        start, end, inst, (stack, locals_, kw_names, nodes) = self.checkpoint
+        self.checkpoint = None
+        self.stack, self.locals, self.kw_names = list(stack), dict(locals_), kw_names
+        self.output.restore(nodes)
+        where, line = self.code.co_name, _rel_line(self.code, inst.line)
+        reason = f"{reason} (inside a comprehension: the whole comprehension runs without a graph)"
+        self.output.breaks.append(BreakRecord(reason, where, line, f"{inst.opname} {inst.argrepr}".strip()))
+        self.output.compile_and_run(self.live_values(), reason, True, where, line)
+        self.ip, self.eager = start, True
+        try:
+            while start <= self.ip <= end:  # FOR_ITER's exit jumps past the END_FOR
+                ins = self.instructions[self.ip]
+                self.current, self.ip = ins, self.ip + 1
+                self.trace.append(f"{self.code.co_name}:{ins.offset} {ins.opname} {ins.argrepr}".rstrip())
+                getattr(self, ins.opname)(ins)
+        finally:
+            self.eager = self.skipped
 
     def skip_rest_of_frame(self, inst: Instr, handler, reason: str) -> None:
         """A break inside a loop body: Dynamo cannot resume in the middle of a loop, so it gives
@@ -426,6 +475,11 @@ class InstructionTranslator:
         value = self.pop()
         self.output.remember(self.stack[-inst.arg], "items")
         self.stack[-inst.arg].items.append(value)
+
+    def MAP_ADD(self, inst):  # dict comprehensions
+        value, key = self.pop(), self.pop()
+        self.output.remember(self.stack[-inst.arg], "items")
+        self.stack[-inst.arg].items[key.as_python()] = value
 
     def LIST_EXTEND(self, inst):
         value = self.pop()
@@ -958,6 +1012,29 @@ def _rel_line(code: types.CodeType, line: int | None) -> int | None:
 
 
 _PY312 = __import__("sys").version_info >= (3, 12)
+
+# What precedes BUILD_LIST/BUILD_MAP 0 in a 3.12 inlined comprehension (Dynamo derives the same
+# list from ``dis`` of ``[i for i in range(1)]`` in comprehension_graph_break.py).
+COMPREHENSION_PREFIX = ("LOAD_FAST_AND_CLEAR", "SWAP")
+
+
+def comprehension_regions(instrs: list[Instr]) -> dict[int, int]:
+    """Outermost inlined comprehensions (3.12+): index of the ``BUILD_LIST``/``BUILD_MAP`` that
+    starts one -> index of its ``END_FOR`` (FOR_ITER/END_FOR nesting). Empty on 3.11."""
+    regions: dict[int, int] = {}
+    last_end = -1
+    for i, ins in enumerate(instrs):
+        if i <= last_end or ins.opname not in ("BUILD_LIST", "BUILD_MAP") or ins.arg != 0:
+            continue
+        if tuple(x.opname for x in instrs[max(0, i - len(COMPREHENSION_PREFIX)) : i]) != COMPREHENSION_PREFIX:
+            continue
+        depth = 0
+        for j in range(i + 1, len(instrs)):
+            depth += {"FOR_ITER": 1, "END_FOR": -1}.get(instrs[j].opname, 0)
+            if instrs[j].opname == "END_FOR" and depth == 0:
+                regions[i] = last_end = j
+                break
+    return regions
 
 HANDLED = sorted(
     name for name in dir(InstructionTranslator) if name.isupper() and callable(getattr(InstructionTranslator, name))
