@@ -35,7 +35,8 @@ def _goals_table(v: dict) -> list[tuple]:
 def _cpu_side() -> dict:
     import torch
 
-    from course_lib.triton import compile as tc, kernels as K
+    from course_lib.triton import compile as tc
+    from course_lib.triton import kernels as K
 
     out = {"compile_s": {}}
     for target in tc.TARGETS:
@@ -61,7 +62,9 @@ def main(results_dir: pathlib.Path) -> None:
 
         sys.path.insert(0, str(ROOT / "device"))
         import record_triton
-        from course_lib.triton import kernels as K, tune
+
+        from course_lib.triton import kernels as K
+        from course_lib.triton import tune
 
         result["gpu"] = record_triton.measure(K, tune, torch, triton)
         result["source"] = "measured now"

@@ -53,3 +53,8 @@ def test_triton_memory_hook():
     with compat.triton_memory_hook(on):
         kernels.add(torch.ones(8), torch.ones(8), block=8)
     assert [k for k, _, _ in seen] == ["load", "load", "store"], "InterpreterBuilder memory ops changed"
+
+
+def test_triton_ast_source_divisibility_attrs():
+    src = compat.triton_ast_source(*kernels.signature("add"), divisible_by_16=["x_ptr", "n"])
+    assert src.attrs == {(0,): [["tt.divisibility", 16]], (3,): [["tt.divisibility", 16]]}, "ASTSource attrs changed"

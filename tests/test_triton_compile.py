@@ -46,3 +46,14 @@ def test_compile_after_interpreted_launch():
     assert torch.allclose(kernels.softmax(x), x.softmax(-1), atol=1e-6)
     s = compile_stages(*kernels.signature("softmax"), target="sm_90", num_warps=2)
     assert s.metadata["num_warps"] == 2 and "tt.reduce" in s["ttir"]
+
+
+def test_aligned_vectorises_and_pipelines():
+    k, sig, c = kernels.signature("add")
+    plain = instruction_mix(compile_stages(k, sig, c, target="sm_90")["sass"])
+    wide = instruction_mix(compile_stages(k, sig, c, target="sm_90", aligned=True)["sass"])
+    assert plain["LDG"] == 16 and wide["LDG"] == 4  # 8 elements per thread: scalar vs 128-bit loads
+    mk, msig, mc = kernels.signature("matmul_contiguous")
+    consts = {**mc, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}
+    shared = [compile_stages(mk, msig, consts, "sm_80", num_stages=s, aligned=True).metadata["shared"] for s in (2, 4)]
+    assert shared == [8192, 24576]

@@ -1,7 +1,8 @@
 """Reference kernels against torch on fresh random inputs (interpreter on CPU, native on GPU)."""
 
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import course_lib
 from course_lib.triton import kernels as K

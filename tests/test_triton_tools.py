@@ -7,7 +7,9 @@ import triton
 import triton.language as tl
 
 import course_lib
-from course_lib.triton import compile_stages, kernels as K, layouts as L, sourcemap, trace, tune
+from course_lib.triton import compile_stages, sourcemap, trace, tune
+from course_lib.triton import kernels as K
+from course_lib.triton import layouts as L
 
 interp = pytest.mark.skipif(course_lib.env.has_cuda(), reason="tracing runs in the interpreter")
 

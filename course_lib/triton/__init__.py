@@ -15,8 +15,9 @@ recorded H200 timings).
 
 from __future__ import annotations
 
-import course_lib  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
 import os as _os
+
+import course_lib  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
 
 if _os.environ.get("TRITON_INTERPRET") == "1":
     from course_lib import compat as _compat

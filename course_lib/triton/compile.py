@@ -44,7 +44,7 @@ TARGETS = {
 NVIDIA_STAGES = ("ttir", "ttgir", "llir", "ptx", "sass")
 AMD_STAGES = ("ttir", "ttgir", "llir", "amdgcn")
 
-_MEMORY: dict[str, "Stages"] = {}
+_MEMORY: dict[str, Stages] = {}
 
 
 @dataclasses.dataclass
@@ -92,7 +92,7 @@ class Stages(collections.abc.Mapping):
         return d
 
     @classmethod
-    def from_json(cls, d: dict) -> "Stages":
+    def from_json(cls, d: dict) -> Stages:
         d = dict(d)
         d["passes"] = [PassDump(**p) for p in d["passes"]]
         return cls(**d)

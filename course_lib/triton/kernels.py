@@ -12,9 +12,10 @@ work) and natively on a GPU (tensors on ``"cuda"``). The launchers pick sizes an
 
 from __future__ import annotations
 
-import course_lib  # noqa: F401  (interpreter switch before triton import)
 import triton
 import triton.language as tl
+
+import course_lib  # noqa: F401  (interpreter switch before triton import)
 
 # ----------------------------------------------------------------------------- vector add
 
