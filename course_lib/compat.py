@@ -263,6 +263,19 @@ def triton_compile_scope(kernel):
     return scope()
 
 
+def triton_language_patched() -> bool:
+    """True when the interpreter's ``triton.language`` patches leaked into this process.
+
+    ``_patch_attr`` in ``triton/runtime/interpreter.py`` replaces builtins with lambdas keeping
+    the original as the keyword default ``member``; seeing one outside a launch means an
+    interpreted device-function call ran before :func:`triton_interpreter_scoped_device_calls`
+    was installed, and ``triton.compile`` cannot run in this process any more.
+    """
+    tl = require("triton.language")
+    probes = (tl.core.program_id, tl.core.arange, getattr(tl.core.tensor, "__add__", None), tl.program_id)
+    return any("member" in (getattr(p, "__kwdefaults__", None) or {}) for p in probes)
+
+
 def triton_memory_hook(on_access):
     """Context manager: call ``on_access(kind, ptrs, mask, grid_idx)`` on every interpreted load/store.
 

@@ -58,3 +58,24 @@ def test_triton_memory_hook():
 def test_triton_ast_source_divisibility_attrs():
     src = compat.triton_ast_source(*kernels.signature("add"), divisible_by_16=["x_ptr", "n"])
     assert src.attrs == {(0,): [["tt.divisibility", 16]], (3,): [["tt.divisibility", 16]]}, "ASTSource attrs changed"
+
+
+def test_triton_language_patched_probe():
+    # Outside an interpreted launch (and with the scoped fix installed) nothing is patched.
+    assert compat.triton_language_patched() is False, "interpreter patches leaked, or _patch_attr changed"
+
+
+@pytest.mark.skipif(course_lib.env.has_cuda(), reason="interpreter only")
+def test_compile_survives_leaked_interpreter_patches(tmp_path):
+    """A launch before course_lib.triton is imported leaks patches; compile_stages then uses a subprocess."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import torch, course_lib; from course_lib import tour; tour.run_fused(torch.randn(2, 8)); "
+            "from course_lib import compat; assert compat.triton_language_patched(); "
+            "s = tour.compile_fused(block=16); print(sorted(s))")
+    env = {**os.environ, "COURSE_CACHE_DIR": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert res.returncode == 0, res.stderr[-1500:]
+    assert "'sass'" in res.stdout

@@ -167,6 +167,9 @@ def compile_stages(kernel, signature: dict, constexprs: dict | None = None, targ
 def _compile(kernel, signature, constexprs, target, options, passes) -> Stages:
     import triton
 
+    if compat.triton_language_patched():
+        return _compile_in_subprocess(kernel, signature, constexprs, target, options, passes)
+
     aligned = options.pop("aligned", False)
     divisible = [a for a, t in signature.items() if t.startswith("*") or t in ("i32", "i64")] if aligned else []
     src = compat.triton_ast_source(kernel, signature, constexprs, divisible_by_16=divisible)
@@ -198,6 +201,37 @@ def _compile(kernel, signature, constexprs, target, options, passes) -> Stages:
     }
     dumps = split_pass_dumps(err.text) if passes else []
     return Stages(target, readable, {k: _relative_paths(v) for k, v in raw.items()}, metadata, dumps, source, first)
+
+
+def _compile_in_subprocess(kernel, signature, constexprs, target, options, passes) -> Stages:
+    """Compile in a fresh Python when the interpreter left ``triton.language`` patched here.
+
+    That happens when an interpreted kernel calling ``tl.max``/``tl.cdiv``... ran before
+    ``course_lib.triton`` was imported (see ``compat.triton_interpreter_scoped_device_calls``).
+    The kernel must live in an importable module.
+    """
+    import sys
+
+    fn = compat.triton_jit_function(kernel).fn
+    module, name = fn.__module__, fn.__qualname__
+    if module == "__main__" or "<" in name:
+        raise RuntimeError("Triton's interpreter left triton.language patched in this process, so the compiler "
+                           "cannot run here: import course_lib.triton before launching kernels (restart the kernel).")
+    with tempfile.TemporaryDirectory() as d:
+        spec = os.path.join(d, "spec.json")
+        out = os.path.join(d, "out.json")
+        with open(spec, "w") as f:
+            json.dump({"module": module, "name": name, "signature": signature, "constexprs": constexprs,
+                       "target": target, "options": options, "passes": passes}, f)
+        code = ("import json, importlib, sys; import course_lib; from course_lib.triton import compile as c; "
+                "s = json.load(open(sys.argv[1])); k = getattr(importlib.import_module(s['module']), s['name']); "
+                "r = c._compile(k, s['signature'], s['constexprs'], s['target'], s['options'], s['passes']); "
+                "json.dump(r.to_json(), open(sys.argv[2], 'w'))")
+        res = subprocess.run([sys.executable, "-c", code, spec, out], capture_output=True, text=True, check=False)
+        if res.returncode != 0:
+            raise RuntimeError(f"compiling {name} in a subprocess failed:\n{res.stderr[-2000:]}")
+        with open(out) as f:
+            return Stages.from_json(json.load(f))
 
 
 # ----------------------------------------------------------------------------- helpers
