@@ -21,6 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
+import course_lib.triton  # noqa: F401  (its interpreter fixes must be in place before any launch)
+
 
 def model(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """A matmul, two pointwise ops and a reduction: ``gelu(x @ w + b).sum(-1)``."""
