@@ -72,10 +72,21 @@ def test_compile_survives_leaked_interpreter_patches(tmp_path):
     import subprocess
     import sys
 
-    code = ("import torch, course_lib; from course_lib import tour; tour.run_fused(torch.randn(2, 8)); "
-            "from course_lib import compat; assert compat.triton_language_patched(); "
-            "s = tour.compile_fused(block=16); print(sorted(s))")
-    env = {**os.environ, "COURSE_CACHE_DIR": str(tmp_path)}
+    # A kernel in a module that does not import course_lib.triton, launched before it is imported.
+    (tmp_path / "leaky_kernel.py").write_text(
+        "import triton, triton.language as tl\n"
+        "@triton.jit\n"
+        "def rowmax(x_ptr, out_ptr, BLOCK: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK)\n"
+        "    tl.store(out_ptr, tl.max(tl.load(x_ptr + offs), axis=0))\n"
+    )
+    code = ("import sys; sys.path.insert(0, %r); import torch, course_lib, leaky_kernel as k; "
+            "x = torch.randn(16); out = torch.empty(1); k.rowmax[(1,)](x, out, BLOCK=16); "
+            "from course_lib import compat; assert compat.triton_language_patched(), 'no leak to test'; "
+            "from course_lib.triton import compile_stages; "
+            "s = compile_stages(k.rowmax, {'x_ptr': '*fp32', 'out_ptr': '*fp32', 'BLOCK': 'constexpr'}, {'BLOCK': 16}); "
+            "print(sorted(s))") % str(tmp_path)
+    env = {**os.environ, "COURSE_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(tmp_path)}
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     assert res.returncode == 0, res.stderr[-1500:]
     assert "'sass'" in res.stdout

@@ -268,3 +268,11 @@ def test_simulated_misses_use_module1_simulator():
     l1 = machine.CacheLevel(1, "Data", 32768, 8, 64, 1)
     naive, tiled, _ = caches.predict_transpose([128], l1, t=32)
     assert naive.per_element > 1.0 > 0.2 > tiled.per_element  # the conflict-miss cliff at n = 128
+
+
+def test_fast_math_library_does_not_flush_subnormals_in_this_process():
+    """Linking with -ffast-math would pull in crtfastmath.o and set flush-to-zero process-wide."""
+    from course_lib.cpu import compile_c
+
+    compile_c("float twice(float x) { return 2.0f * x; }\n", "-O2 -ffast-math")
+    assert float.fromhex("0x0.0000000000001p-1022") * 1.5 != 0.0, "subnormals are flushed: FTZ/DAZ leaked"

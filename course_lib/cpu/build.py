@@ -353,12 +353,16 @@ def _build(folder: pathlib.Path, source: str, flags: Sequence[str], libs: Sequen
     tmp.mkdir(exist_ok=True)
     name, compiler = (SOURCE_NAME, "gcc") if lang == "c" else ("kernel.cpp", "g++")
     (tmp / name).write_text(source)
-    cmd = [compiler, *flags, "-shared", "-fPIC", "-fopt-info-vec-optimized-missed=vec.txt",
-           name, "-o", "kernel.so", *libs]  # fmt: skip
+    # Compile and link separately: linking with -ffast-math adds crtfastmath.o, whose constructor
+    # turns on flush-to-zero for the whole Python process the moment the library is loaded.
+    compile_cmd = [compiler, *flags, "-c", "-fPIC", "-fopt-info-vec-optimized-missed=vec.txt", name, "-o", "kernel.o"]
+    link_flags = [f for f in flags if "fast-math" not in f]
+    link_cmd = [compiler, *link_flags, "-shared", "kernel.o", "-o", "kernel.so", *libs]
     (tmp / "vec.txt").unlink(missing_ok=True)  # gcc appends to an existing remarks file
-    done = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise CompileError(f"{compiler} {' '.join(flags)} failed:\n{done.stderr.strip()}")
+    for cmd in (compile_cmd, link_cmd):
+        done = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise CompileError(f"{compiler} {' '.join(flags)} failed:\n{done.stderr.strip()}")
     if not (tmp / "vec.txt").exists():
         (tmp / "vec.txt").write_text("")
     dis = ["objdump", "-d", "--no-show-raw-insn", "kernel.so"]
