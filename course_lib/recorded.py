@@ -36,8 +36,9 @@ class Recorded:
         m = self.meta
         where = m.get("device", "an unknown device")
         versions = ", ".join(f"{k} {m[k]}" for k in ("torch", "triton") if m.get(k))
+        why = "" if env.has_cuda() else " because this machine has no GPU"
         return f"Recorded on {where} on {m.get('date', 'an unknown date')}" + (f" ({versions})" if versions else "") + \
-            f"; shown from data/{self.path} because this machine has no GPU."  # fmt: skip
+            f"; shown from data/{self.path}{why}."  # fmt: skip
 
     def __bool__(self) -> bool:
         return True
