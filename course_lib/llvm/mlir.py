@@ -88,8 +88,12 @@ def compile_stages(kernel=add_kernel, signature=None, constexprs=None, arch: int
     src = ASTSource(fn=_as_jit(kernel), signature=signature, constexprs=constexprs)
     saved = {k: os.environ.get(k) for k in ("MLIR_ENABLE_DUMP", "TRITON_ALWAYS_COMPILE")}
     os.environ.update(MLIR_ENABLE_DUMP="1", TRITON_ALWAYS_COMPILE="1")
+    import course_lib.triton  # noqa: F401  (installs the interpreter fixes the compiler needs)
+    from course_lib import compat
+
     try:
-        compiled, err = passes.capture_stderr(lambda: triton.compile(src, target=GPUTarget("cuda", arch, 32)))
+        with compat.triton_compile_scope(kernel):  # library calls (tl.max, ...) as real JITFunctions
+            compiled, err = passes.capture_stderr(lambda: triton.compile(src, target=GPUTarget("cuda", arch, 32)))
     finally:
         for k, v in saved.items():
             if v is None:
