@@ -35,6 +35,8 @@ class Recorded:
     def banner(self) -> str:
         m = self.meta
         where = m.get("device", "an unknown device")
+        if m.get("live"):
+            return f"Measured just now on {where} (the same code recorded data/{self.path})."
         versions = ", ".join(f"{k} {m[k]}" for k in ("torch", "triton") if m.get(k))
         why = "" if env.has_cuda() else " because this machine has no GPU"
         return f"Recorded on {where} on {m.get('date', 'an unknown date')}" + (f" ({versions})" if versions else "") + \
@@ -79,6 +81,22 @@ def load(path: str) -> Recorded | Missing:
     if not isinstance(doc, dict) or "value" not in doc:
         raise ValueError(f"data/{path} is not a recording: expected a JSON object with 'meta' and 'value'")
     return Recorded(path, doc["value"], dict(doc.get("meta", {})))
+
+
+def live(value: Any, path: str) -> Recorded:
+    """A measurement made in this session on this machine's GPU, shown like a recording of ``path``."""
+    return Recorded(path, value, {**default_meta(), "live": True})
+
+
+def device_script(name: str):
+    """Import ``device/<name>.py`` (the scripts that make the recordings) to measure live on a GPU."""
+    import importlib.util
+
+    path = env.repo_root() / "device" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"course_device_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def default_meta(command: str = "") -> dict:

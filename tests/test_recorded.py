@@ -31,3 +31,10 @@ def test_malformed_recording_is_a_clear_error(tmp_path, monkeypatch):
         assert "not a recording" in str(exc)
     else:
         raise AssertionError("expected ValueError")
+
+
+def test_live_measurements_and_device_scripts():
+    r = recorded.live({"gbs": 1.0}, "gpu/copy_bandwidth.json")
+    assert r and str(r).startswith("Measured just now on")
+    module = recorded.device_script("record_gpu")
+    assert callable(module.copy_bandwidth) and callable(module.occupancy_effects)
