@@ -28,6 +28,8 @@ from triton.compiler import ASTSource
 from triton.runtime.jit import JITFunction
 
 from course_lib.llvm import passes
+# The same clean-up of debug info that Module 3 applies to its stages.
+from course_lib.triton.compile import _strip_llir, _strip_ptx, strip_locations  # noqa: F401
 
 
 @triton.jit
@@ -73,14 +75,6 @@ def _as_jit(kernel) -> JITFunction:
 _DUMP = re.compile(r"^// -----// IR Dump (?:Before|After) (\w+).*$", re.M)
 
 
-def strip_locations(mlir: str) -> str:
-    """MLIR text without ``loc(...)`` source locations and ``#loc`` lines (noise for reading)."""
-    lines = [ln for ln in mlir.splitlines() if not ln.startswith("#loc")]
-    text = "\n".join(lines)
-    text = re.sub(r" loc\((?:[^()]|\([^()]*\))*\)", "", text)
-    return text.strip() + "\n"
-
-
 def compile_stages(kernel=add_kernel, signature=None, constexprs=None, arch: int = 90) -> TritonStages:
     """Compile ``kernel`` for ``sm_<arch>`` with Triton and keep every stage (no GPU needed)."""
     signature = signature or ADD_SIGNATURE
@@ -106,27 +100,7 @@ def compile_stages(kernel=add_kernel, signature=None, constexprs=None, arch: int
         "ttir": strip_locations(compiled.asm["ttir"]),
         "ttgir": strip_locations(compiled.asm["ttgir"]),
         "llvm_dialect": strip_locations(llvm_dialect),
-        "llir": _strip_debug(compiled.asm["llir"]),
-        "ptx": _strip_ptx_debug(compiled.asm["ptx"]),
+        "llir": _strip_llir(compiled.asm["llir"]),
+        "ptx": _strip_ptx(compiled.asm["ptx"]),
     }
     return TritonStages(stages, [m.group(1) for m in heads])
-
-
-def _strip_debug(llir: str) -> str:
-    """LLVM IR without ``!dbg`` attachments and metadata lines."""
-    text = re.sub(r", !dbg !\d+", "", llir)
-    text = re.sub(r" !dbg !\d+", "", text)
-    return "\n".join(ln for ln in text.splitlines() if not ln.startswith("!")).strip() + "\n"
-
-
-def _strip_ptx_debug(ptx: str) -> str:
-    """PTX without ``.loc``/``.file`` lines, the debug sections and ``$L__tmp`` labels."""
-    out = []
-    for line in ptx.splitlines():
-        s = line.strip()
-        if s.startswith(".section") and "debug" in s:
-            break
-        if s.startswith((".loc", ".file", "$L__tmp", "$L__func")):
-            continue
-        out.append(line)
-    return "\n".join(out).strip() + "\n"
