@@ -22,7 +22,6 @@ import os
 import re
 
 import triton
-import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.runtime.jit import JITFunction
@@ -32,18 +31,10 @@ from course_lib.llvm import passes
 from course_lib.triton.compile import _strip_llir, _strip_ptx, strip_locations  # noqa: F401
 
 
-@triton.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    """out[i] = x[i] + y[i]: one program handles BLOCK elements."""
-    pid = tl.program_id(0)
-    offs = pid * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask)
-    y = tl.load(y_ptr + offs, mask=mask)
-    tl.store(out_ptr + offs, x + y, mask=mask)
+# Module 3's vector add: one program handles BLOCK elements.
+from course_lib.triton.kernels import SIGNATURES, add_kernel  # noqa: E402
 
-
-ADD_SIGNATURE = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+ADD_SIGNATURE = SIGNATURES["add"][1]
 
 
 @dataclasses.dataclass
