@@ -36,18 +36,25 @@ $(STAMP): pyproject.toml
 # System tools: installed through apt-get when missing and we are root; otherwise we say how.
 tools:
 	@$(MAKE) --no-print-directory _tool BIN=dot PKG=graphviz WHY="graphs are shown as DOT text without it"
-	@$(MAKE) --no-print-directory _tool BIN=llc PKG=llvm WHY="Module 2's back-end walkthrough is skipped without it"
+	@$(MAKE) --no-print-directory _tool BIN=opt-19 PKG=llvm-19 CONDA=llvm-tools HAVE=llvm \
+	  WHY="Module 2's single passes licm / loop-vectorize / slp-vectorize and its llc back-end walkthrough are skipped without it"
 	@$(MAKE) --no-print-directory _tool BIN=gcc PKG=gcc WHY="Inductor's C++ backend and Module 6 need it"
 
+# LLVM 19 or newer under any of the names course_lib.llvm.tools looks for (opt-20, /usr/lib/llvm-21/bin/opt...)
+HAVE_LLVM := ls /usr/lib/llvm-{19..30}/bin/opt >/dev/null 2>&1 || compgen -c | grep -qE '^opt-(19|[2-9][0-9])$$' || \
+  { command -v opt >/dev/null && opt --version | grep -qE 'LLVM version (19|[2-9][0-9])\.'; }
+HAVE_CMD = $(if $(filter llvm,$(HAVE)),$(HAVE_LLVM),command -v $(BIN) >/dev/null)
+CONDA ?= $(PKG)
+
 _tool:
-	@if ! command -v $(BIN) >/dev/null; then \
+	@if ! { $(HAVE_CMD); }; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing $(PKG) (for $(BIN))"; \
 	    { [ -n "$$(ls /var/lib/apt/lists 2>/dev/null | grep -v lock)" ] || apt-get update -qq; } && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PKG) >/dev/null || \
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PKG) >/dev/null; }; \
 	  else \
-	    echo "note: '$(BIN)' is missing ($(WHY)). Install it with: sudo apt-get install $(PKG)  (or: conda install -c conda-forge $(PKG))"; \
+	    echo "note: '$(BIN)' is missing ($(WHY)). Install it with: sudo apt-get install $(PKG)  (or: conda install -c conda-forge $(CONDA))"; \
 	  fi; \
 	fi
 

@@ -41,9 +41,88 @@ def test_single_passes_keep_the_function_valid_and_results_equal():
         assert f(ptr, 25) == sum(range(-5, 20))
 
 
-def test_pipeline_only_passes_say_where_to_look():
-    with pytest.raises(ValueError, match="pass_in_pipeline"):
-        passes.run_passes(SUM_ALLOCA, ["licm"])
+NEEDS_OPT = pytest.mark.skipif(passes.opt_tool() is None, reason=passes.MISSING_OPT)
+
+
+def _block(text: str, label: str) -> str:
+    """The instructions of block ``label`` in printed IR (up to the next blank line)."""
+    return text.split(f"\n{label}:")[1].split("\n\n")[0]
+
+
+@NEEDS_OPT
+def test_licm_as_a_single_pass_moves_the_invariant_product_to_the_preheader():
+    run = passes.run_passes(examples.HOIST_PHI, ["licm"])
+    assert run.ran_by == [str(passes.opt_tool())]
+    assert "mul i64 %k, %k" in _block(run.stages[0][1], "body")
+    assert "mul i64 %k, %k" in _block(run.final, "entry")  # entry is the loop's preheader
+    assert "mul i64 %k, %k" not in _block(run.final, "body")
+    arr, ptr = _array([3, -1, 4, 1, 5])
+    for _, text in run.stages:
+        f = mcjit.compile_function(text, "scaled", "i64", ["ptr", "i64", "i64"], level=0)
+        assert f(ptr, 5, 3) == 9 * 12
+
+
+@NEEDS_OPT
+def test_loop_vectorize_makes_vector_types_and_keeps_results():
+    import numpy as np
+
+    run = passes.run_passes(examples.VADD_PHI, ["loop-vectorize"])
+    assert "x i32>" not in run.stages[0][1]
+    assert "<4 x i32>" in run.final and "vector.body:" in run.final
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 3, 4, 17, 100):
+        b, c = (rng.integers(-1000, 1000, n, dtype=np.int32) for _ in range(2))
+        outs = []
+        for _, text in run.stages:
+            a = np.zeros(n, dtype=np.int32)
+            f = mcjit.compile_function(text, "vadd", "void", ["ptr", "ptr", "ptr", "i64"], level=0)
+            f(a.ctypes.data, b.ctypes.data, c.ctypes.data, n)
+            outs.append(a)
+        assert np.array_equal(outs[0], b + c) and np.array_equal(outs[1], b + c)
+
+
+@NEEDS_OPT
+def test_slp_vectorize_merges_four_adjacent_adds():
+    import numpy as np
+
+    run = passes.run_passes(examples.ADD4, ["slp-vectorize"])
+    assert passes.opcode_counts(run.stages[0][1])["add"] == 4
+    final = passes.opcode_counts(run.final)
+    assert (final["add"], final["load"], final["store"]) == (1, 2, 1)  # 8 loads, 4 adds, 4 stores before
+    assert "add <4 x i32>" in run.final
+    b, c = np.array([1, 2, 3, 2**31 - 1], dtype=np.int32), np.array([10, 20, 30, 1], dtype=np.int32)
+    for _, text in run.stages:
+        a = np.zeros(4, dtype=np.int32)
+        mcjit.compile_function(text, "add4", "void", ["ptr", "ptr", "ptr"], level=0)(
+            a.ctypes.data, b.ctypes.data, c.ctypes.data
+        )
+        assert a.tolist() == [11, 22, 33, -(2**31)]  # wraps, as i32 does
+
+
+@NEEDS_OPT
+def test_tool_opt_runs_the_true_mem2reg_and_gvn():
+    run = passes.run_passes(examples.SUM_ALLOCA, ["mem2reg", "gvn"], tool="opt")
+    counts = passes.opcode_counts(run.stages[1][1])
+    assert "alloca" not in counts and counts["phi"] == 2
+    arr, ptr = _array(list(range(10)))
+    f = mcjit.compile_function(run.final, "sum", "i64", ["ptr", "i64"], level=0)
+    assert f(ptr, 10) == 45
+
+
+@pytest.mark.skipif(passes.opt_tool() is None or passes.opt_tool().major < 19, reason="needs opt 19 or later")
+def test_opt_reads_llvmlite_o3_output_after_downgrading():
+    o3_text = str(passes.optimize(examples.SUM_ALLOCA, 3))
+    assert "captures(none)" in o3_text  # LLVM 21 syntax that LLVM 19 does not read
+    run = passes.run_passes(o3_text, ["licm"])
+    arr, ptr = _array([5, 6, 7])
+    assert mcjit.compile_function(run.final, "sum", "i64", ["ptr", "i64"], level=0)(ptr, 3) == 18
+
+
+def test_missing_opt_gives_a_sentence(monkeypatch):
+    monkeypatch.setattr(passes, "opt_tool", lambda: None)
+    with pytest.raises(passes.MissingTool, match="apt-get install llvm-19"):
+        passes.run_passes(examples.HOIST_PHI, ["licm"])
+    assert passes.run_passes(SUM_ALLOCA, ["mem2reg"]).ran_by == ["llvmlite"]  # llvmlite passes still run
 
 
 def test_o3_snapshots_record_each_pass_and_the_vectoriser(o3):

@@ -7,11 +7,9 @@ assembly and encodes bytes). Position: LLVM IR -> machine code.
 
 We drive the real command-line tool ``llc`` (``-print-after-all``, ``-stop-after=<pass>``,
 ``-asm-show-inst``), because llvmlite only exposes the end result. ``llc`` comes with the
-system's LLVM package (Debian: ``llvm``), whose version may be older than llvmlite's LLVM, so
-the input here is the text llvmlite's IR *builder* writes (typed pointers, no new attributes),
-which every LLVM since 3.x reads. The SelectionDAG itself is only printed by a debug build
-(``-debug-only=isel``, ``-view-isel-dags``); we show what goes in (IR after CodeGenPrepare) and
-what comes out (MachineIR after ``finalize-isel``).
+system's LLVM package (Debian: ``llvm-19``; the newest installed one is used, see
+:mod:`course_lib.llvm.tools`), whose version may be older than llvmlite's LLVM, so the input
+here is simple hand-written or IR-builder text, which older LLVMs read.
 
 Every function returns a :class:`ToolOutput`; when ``llc`` is missing it says so instead.
 """
@@ -21,15 +19,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-import shutil
 import subprocess
 
 from course_lib import env
+from course_lib.llvm import tools
 
-MISSING_LLC = (
-    "LLVM's command-line tools are not installed, so the back-end walkthrough is skipped. "
-    "Install them with `sudo apt-get install llvm` (or `conda install -c conda-forge llvm-tools`)."
-)
+MISSING_LLC = tools.missing("llc", "the back-end walkthrough is skipped")
 
 # The stages a learner follows, as llc pass names (-stop-after / -print-after take these).
 STAGES = [
@@ -54,17 +49,15 @@ class ToolOutput:
 
 
 def llc_path() -> str | None:
-    return shutil.which("llc")
+    """The newest installed ``llc`` (LLVM 14 or later), or None."""
+    tool = tools.find("llc")
+    return tool.path if tool else None
 
 
 def llc_version() -> str | None:
-    """``"14.0.6"`` style version of the installed ``llc``, or None."""
-    path = llc_path()
-    if path is None:
-        return None
-    out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
-    m = re.search(r"LLVM version (\S+)", out)
-    return m.group(1) if m else None
+    """``"19.1.7"`` style version of the ``llc`` :func:`llc_path` finds, or None."""
+    tool = tools.find("llc")
+    return tool.version if tool and llc_path() else None
 
 
 def _input_file(llvm_text: str) -> str:
@@ -80,7 +73,18 @@ def run_llc(llvm_text: str, *flags: str, triple: str = "x86_64-unknown-linux-gnu
     path = llc_path()
     if path is None:
         return ToolOutput(False, MISSING_LLC)
-    args = [path, "-O2", f"-mtriple={triple}", *flags, _input_file(str(llvm_text)), "-o", "-"]
+    tool = tools.find("llc")
+    extra = tool.flags if tool and tool.path == path else []
+    args = [
+        path,
+        *extra,
+        "-O2",
+        f"-mtriple={triple}",
+        *flags,
+        _input_file(tools.downgrade_ir(str(llvm_text))),
+        "-o",
+        "-",
+    ]
     proc = subprocess.run(args, capture_output=True, text=True)
     shown = "llc -O2 " + " ".join([f"-mtriple={triple}", *flags]) + " input.ll -o -"
     if proc.returncode != 0:

@@ -3,7 +3,8 @@
 ``SUM_ALLOCA`` is what ``clang -O0`` writes for ``long sum(long *a, long n)``: every variable is
 a stack slot. ``SUM_PHI`` is the same function after ``mem2reg`` (typed pointers, so the
 system's older ``llc`` reads it too). ``NESTED_PHI`` has a loop inside a loop, for the loop
-analysis.
+analysis. ``VADD_PHI`` (a loop) and ``ADD4`` (four adjacent adds) are for the
+loop and SLP vectorisers.
 """
 
 from __future__ import annotations
@@ -114,3 +115,44 @@ exit:
   ret i64 %s
 }
 """
+
+
+# a[i] = b[i] + c[i] on i32, as a bottom-tested loop (the shape loop-rotate leaves): the loop
+# vectoriser's textbook case. noalias promises that a, b and c do not overlap.
+VADD_PHI = """\
+define void @vadd(i32* noalias %a, i32* noalias %b, i32* noalias %c, i64 %n) {
+entry:
+  %any = icmp sgt i64 %n, 0
+  br i1 %any, label %body, label %exit
+body:
+  %i = phi i64 [ 0, %entry ], [ %i2, %body ]
+  %pb = getelementptr i32, i32* %b, i64 %i
+  %pc = getelementptr i32, i32* %c, i64 %i
+  %x = load i32, i32* %pb
+  %y = load i32, i32* %pc
+  %z = add i32 %x, %y
+  %pa = getelementptr i32, i32* %a, i64 %i
+  store i32 %z, i32* %pa
+  %i2 = add i64 %i, 1
+  %more = icmp slt i64 %i2, %n
+  br i1 %more, label %body, label %exit
+exit:
+  ret void
+}
+"""
+
+
+def _add4() -> str:
+    lines = ["define void @add4(i32* noalias %a, i32* noalias %b, i32* noalias %c) {", "entry:"]
+    for k in range(4):
+        for p in "abc":
+            lines.append(f"  %{p}{k} = getelementptr i32, i32* %{p}, i64 {k}")
+        lines.append(f"  %x{k} = load i32, i32* %b{k}")
+        lines.append(f"  %y{k} = load i32, i32* %c{k}")
+        lines.append(f"  %z{k} = add i32 %x{k}, %y{k}")
+        lines.append(f"  store i32 %z{k}, i32* %a{k}")
+    return "\n".join([*lines, "  ret void", "}", ""])
+
+
+# a[0..3] = b[0..3] + c[0..3], written out as four scalar adds: what the SLP vectoriser merges
+ADD4 = _add4()

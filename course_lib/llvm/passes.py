@@ -15,10 +15,14 @@ Two ways in:
   the other, snapshotting between them.
 
 Where llvmlite 0.50 differs from ``opt``: it exposes no stand-alone ``mem2reg`` (LLVM's
-``PromotePass``), GVN, LICM, loop-vectorize or SLP-vectorize. ``mem2reg`` here runs SROA, which
-promotes scalar allocas with the same ``PromoteMemToReg`` utility (``Utils/PromoteMemoryToRegister.cpp``);
-``gvn`` runs NewGVN; and ``licm`` / ``loop-vectorize`` / ``slp-vectorize`` are shown *in
-context*: :func:`pass_in_pipeline` picks their before/after out of the O3 snapshots.
+``PromotePass``), GVN, LICM, loop-vectorize or SLP-vectorize. :func:`run_passes` therefore runs
+``licm``, ``loop-vectorize`` and ``slp-vectorize`` through the real ``opt`` tool when one is
+installed (see :mod:`course_lib.llvm.tools`): the module text goes to ``opt -passes=...`` and
+its output is parsed back by llvmlite, so the snapshot, diff and counts are the same as for the
+other passes. ``tool="opt"`` sends *every* pass to ``opt``, which gives the true ``mem2reg`` and
+``gvn``; with llvmlite alone, ``mem2reg`` runs SROA (which promotes scalar allocas with the same
+``PromoteMemToReg`` utility, ``Utils/PromoteMemoryToRegister.cpp``) and ``gvn`` runs NewGVN.
+:func:`pass_in_pipeline` shows any pass *in context*, picked out of the O3 snapshots.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -33,6 +38,7 @@ from collections.abc import Callable, Sequence
 import llvmlite.binding as llvm
 
 from course_lib import viz
+from course_lib.llvm import tools
 
 _READY = False
 
@@ -298,7 +304,22 @@ SINGLE_PASSES: dict[str, Callable] = {
     "tailcallelim": lambda pm: pm.add_tail_call_elimination_pass(),
     "reg2mem": lambda pm: pm.add_register_to_memory_pass(),
 }
-IN_PIPELINE_ONLY = ("licm", "loop-vectorize", "slp-vectorize")
+# Passes llvmlite 0.50 cannot build, run through the real `opt`: course name -> `opt -passes=` text.
+# LICM needs MemorySSA, so it sits in a loop pass manager that keeps it (opt's own spelling).
+OPT_ONLY = {
+    "licm": "loop-mssa(licm)",
+    "loop-vectorize": "loop-vectorize",
+    "slp-vectorize": "slp-vectorizer",
+}
+IN_PIPELINE_ONLY = tuple(OPT_ONLY)  # the older name of the same list, kept for the labs
+# With tool="opt" every pass goes to `opt`; these are the names opt spells differently.
+OPT_NAMES = {**OPT_ONLY, "lsr": "loop-reduce"}
+
+MISSING_OPT = tools.missing("opt", "licm, loop-vectorize and slp-vectorize cannot run as single passes")
+
+
+class MissingTool(RuntimeError):
+    """A command-line LLVM tool is needed and absent; the message says how to install it."""
 
 
 @dataclasses.dataclass
@@ -306,6 +327,7 @@ class PassRun:
     """The IR before and after each single pass: ``stages[0]`` is the input."""
 
     stages: list[tuple[str, str]]  # (pass name or "input", module text)
+    ran_by: list[str] = dataclasses.field(default_factory=list)  # per pass: "llvmlite" or "opt 19"
 
     @property
     def final(self) -> str:
@@ -321,35 +343,78 @@ class PassRun:
         return viz.diff(_function_text(a), _function_text(b), lang="llvm", titles=(a_name, b_name))
 
     def table(self) -> viz.TableView:
-        return viz.table(self.counts(), ["after", "instructions"])
+        by = ["", *self.ran_by]
+        return viz.table([(n, c, b) for (n, c), b in zip(self.counts(), by)], ["after", "instructions", "run by"])
 
 
-def run_passes(module, names: Sequence[str], tm=None) -> PassRun:
-    """Run the named passes one at a time (each in its own pass manager), snapshotting between.
+def opt_tool() -> tools.Tool | None:
+    """The newest installed ``opt`` (LLVM 14 or later), or None."""
+    return tools.find("opt")
 
-    ``names`` come from :data:`SINGLE_PASSES`; asking for one of :data:`IN_PIPELINE_ONLY`
-    raises ``ValueError`` pointing at :func:`pass_in_pipeline`.
+
+def run_opt(module_text: str, pipeline: str, cpu: str | None = None) -> str:
+    """``opt -S -passes=<pipeline>`` on ``module_text``; the output module text.
+
+    The text is first rewritten for older LLVMs (:func:`tools.downgrade_ir`). A module without a
+    target triple gets this machine's, so the vectorisers see real vector registers (without a
+    target, opt's cost model has none and vectorises nothing). ``cpu`` (``-mcpu``) defaults to
+    the triple's generic CPU: SSE2 on x86-64, the same on every x86 machine.
+    """
+    tool = opt_tool()
+    if tool is None:
+        raise MissingTool(MISSING_OPT)
+    args = [tool.path, *tool.flags, "-S", f"-passes={pipeline}", "-o", "-"]
+    if "target triple" not in module_text:
+        args.append(f"-mtriple={llvm.get_process_triple()}")
+    if cpu:
+        args.append(f"-mcpu={cpu}")
+    proc = subprocess.run(args, input=tools.downgrade_ir(module_text), capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise ValueError(
+            f"{tool} could not run -passes={pipeline}: {tools.first_error(proc.stderr)}\n"
+            "If it is the IR's syntax, this IR is newer than that LLVM: feed it unoptimised IR, "
+            "or install a newer LLVM (`apt-get install llvm-19`)."
+        )
+    return proc.stdout
+
+
+def run_passes(module, names: Sequence[str], tm=None, tool: str = "auto", cpu: str | None = None) -> PassRun:
+    """Run the named passes one at a time, snapshotting the module after each.
+
+    ``tool="auto"``: passes in :data:`SINGLE_PASSES` run through llvmlite (each in its own pass
+    manager), those in :data:`OPT_ONLY` through the installed ``opt``. ``tool="opt"``: every
+    pass through ``opt``, by opt's own name, so ``mem2reg`` is LLVM's PromotePass and ``gvn``
+    its classic GVN. ``cpu`` is only used by ``opt`` (see :func:`run_opt`). Without ``opt``,
+    an opt pass raises :class:`MissingTool`, whose message says how to install it.
     """
     mod = parse(module)
     tm = tm or host_target_machine()
-    stages = [("input", _clean(str(mod)))]
+    stages, ran_by = [("input", _clean(str(mod)))], []
     for name in names:
-        if name in IN_PIPELINE_ONLY:
-            raise ValueError(
-                f"llvmlite 0.50 has no stand-alone {name!r}; use pass_in_pipeline(run_pipeline(m, 3), {name!r})"
-            )
-        if name not in SINGLE_PASSES:
-            raise ValueError(f"unknown pass {name!r}; known: {sorted(SINGLE_PASSES)}")
-        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=2))
-        mpm = llvm.create_new_module_pass_manager()
-        SINGLE_PASSES[name](mpm)
-        mpm.run(mod, pb)
-        mod.verify()
+        if tool == "opt" or name in OPT_ONLY:
+            if name not in SINGLE_PASSES and name not in OPT_ONLY:
+                raise ValueError(f"unknown pass {name!r}; known: {sorted({*SINGLE_PASSES, *OPT_ONLY})}")
+            mod = parse(run_opt(str(mod), OPT_NAMES.get(name, name), cpu))
+            ran_by.append(str(opt_tool()))
+        elif name in SINGLE_PASSES:
+            pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=2))
+            mpm = llvm.create_new_module_pass_manager()
+            SINGLE_PASSES[name](mpm)
+            mpm.run(mod, pb)
+            mod.verify()
+            ran_by.append("llvmlite")
+        else:
+            raise ValueError(f"unknown pass {name!r}; known: {sorted({*SINGLE_PASSES, *OPT_ONLY})}")
         stages.append((name, _clean(str(mod))))
-    return PassRun(stages)
+    return PassRun(stages, ran_by)
 
 
 def _clean(text: str) -> str:
-    """Module text without the ModuleID/source_filename lines and attribute groups."""
-    keep = [ln for ln in text.splitlines() if not ln.startswith(("; ModuleID", "source_filename", "attributes #"))]
+    """Module text without ModuleID/source_filename lines, attribute groups and references to them.
+
+    (opt's ``-mcpu`` puts ``"target-cpu"`` in an attribute group: noise here, and the text must
+    still parse after the group lines are gone.)
+    """
+    skip = ("; ModuleID", "source_filename", "attributes #")
+    keep = [re.sub(r"\) #\d+ \{$", ") {", ln) for ln in text.splitlines() if not ln.startswith(skip)]
     return "\n".join(keep).strip() + "\n"
