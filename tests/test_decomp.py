@@ -49,6 +49,8 @@ def test_entry_matches_eager_and_leaves_only_primitives(op):
     ref = compat.torch_decomposition(op)
     if ref is not None:  # torch decomposes it too: same outputs
         theirs = _flat(ref(*args, **kwargs))
+        if op is torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default:
+            theirs = theirs[:1]  # torch's entry returns the attention weights where the kernel returns logsumexp
         for w, t in zip(want, theirs):
             torch.testing.assert_close(t.to(w.dtype), w, rtol=1e-4, atol=1e-5)
 
@@ -75,3 +77,23 @@ def test_decompose_graph_from_meta_and_counts():
 def test_register_refuses_duplicates():
     with pytest.raises(ValueError, match="already has a decomposition"):
         decomp.register(torch.ops.aten.relu.default)(lambda x: x)
+
+
+def test_clone_keeps_or_changes_layout_like_aten():
+    x = torch.randn(4, 6).t()
+
+    def clone_as(kwargs):
+        return lambda t: torch.ops.aten.clone.default(t, **kwargs)
+
+    for kwargs in ({}, {"memory_format": torch.contiguous_format}):
+        graph = decomp.trace(clone_as(kwargs), x)
+        assert graph(x).stride() == torch.ops.aten.clone.default(x, **kwargs).stride()
+
+
+def test_flash_attention_entry_causal_matches_the_kernel():
+    q, k, v = (torch.randn(2, 3, 6, 4) for _ in range(3))
+    op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+    graph = decomp.trace(lambda a, b, c: op(a, b, c, is_causal=True), q, k, v)
+    assert decomp.non_primitive(graph) == []
+    for got, want in zip(graph(q, k, v), op(q, k, v, is_causal=True)):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)

@@ -139,6 +139,32 @@ def test_forward_and_backward_match_eager(name, make_model, make_args):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
     kinds = [k for k, _ in record]
     assert kinds.count("compiled") >= 2, f"forward and backward should both compile, got {record}"
+    if name == "batchnorm_train":  # running stats are updated in place: course_lib.aot is functional only
+        assert record[0][0] == "aot-fallback" and "in place" in record[0][1]
+    else:
+        assert "aot-fallback" not in kinds, f"course_lib.aot should trace {name}: {record}"
+
+
+def test_torch_aot_path_still_available():
+    compat.dynamo_reset()
+    record = []
+    f = torch.compile(
+        lambda x: torch.softmax(x, -1), backend=lambda gm, ex: ind.compile_fx(gm, ex, record=record, aot="torch")
+    )
+    x = _r(4, 8)
+    torch.testing.assert_close(f(x), torch.softmax(x, -1))
+    assert [k for k, _ in record] == ["compiled"]
+
+
+def test_inference_compiles_forward_only():
+    compat.dynamo_reset()
+    record = []
+    model = GeluBias(16)
+    f = torch.compile(model, backend=lambda gm, ex: ind.compile_fx(gm, ex, record=record))
+    x = _r(4, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(f(x), model(x))
+    assert [k for k, _ in record] == ["compiled"]
 
 
 def test_backend_registered_by_name():

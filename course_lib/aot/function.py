@@ -35,7 +35,13 @@ def _key(args) -> tuple:
     return tuple((tuple(a.shape), a.dtype, a.requires_grad) if isinstance(a, torch.Tensor) else a for a in args)
 
 
-def _compile(fn, args, fw_compiler, bw_compiler, method):
+def aot_compile(fn, args, fw_compiler=None, bw_compiler=None, method: str = "default"):
+    """Trace, partition and compile ``fn`` for these ``args`` now; a torch.autograd.Function.
+
+    ``.apply(*args)`` returns the tuple of outputs. This is the uncached step behind
+    :func:`aot_function`; a torch.compile backend calls it directly because Dynamo already
+    caches one compiled graph per set of guards.
+    """
     joint = joint_graph(fn, *args)
     part = partition(joint, method)
     if os.environ.get("COURSE_AOT_DEBUG"):  # the one switch that shows every stage
@@ -79,7 +85,7 @@ def aot_function(fn: Callable, fw_compiler: Callable | None = None, bw_compiler:
     def compiled(*args):
         key = _key(args)
         if key not in cache:
-            cache[key] = _compile(fn, args, fw_compiler, bw_compiler, partition_method)
+            cache[key] = aot_compile(fn, args, fw_compiler, bw_compiler, partition_method)
         outs = cache[key].apply(*args)
         example = outs if len(outs) != 1 else outs[0]
         return example

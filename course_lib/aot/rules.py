@@ -205,6 +205,8 @@ def amax(g: Tensor, out: Tensor, a: Tensor, dim=(), keepdim: bool = False) -> tu
 
 @derivative(aten.view.default)
 def view(g: Tensor, out: Tensor, a: Tensor, shape) -> tuple:
+    if not g.is_contiguous():  # a gradient coming back through a permute: copy before viewing
+        g = aten._to_copy.default(g, memory_format=torch.contiguous_format)
     return aten.view.default(g, list(a.shape)), None
 
 
@@ -232,8 +234,51 @@ def bmm(g: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tuple:
             aten.bmm.default(aten.permute.default(a, [0, 2, 1]), g))  # fmt: skip
 
 
+@derivative(aten.select.int)
+def select(g: Tensor, out: Tensor, a: Tensor, dim: int, index: int) -> tuple:
+    """``a[..., index, ...]``: spread g back along ``dim``, zero except where iota == index."""
+    dim, size = dim % a.dim(), a.shape[dim % a.dim()]
+    one, along = list(a.shape), [1] * a.dim()
+    one[dim], along[dim] = 1, size
+    spread = aten.expand.default(aten.view.default(g, one), list(a.shape))
+    iota = torch.ops.prims.iota.default(size, start=0, step=1, dtype=torch.int64, device=g.device,
+                                        requires_grad=False)  # fmt: skip
+    hit = aten.eq.Scalar(aten.view.default(iota, along), index % size)
+    return aten.where.self(hit, spread, aten.scalar_tensor.default(0.0, dtype=g.dtype, device=g.device)), None, None
+
+
+@derivative(aten.gather.default)
+def gather(g: Tensor, out: Tensor, a: Tensor, dim: int, index: Tensor, sparse_grad: bool = False) -> tuple:
+    """One element picked per position along ``dim`` (index size 1 there): a one-hot where.
+
+    A general gather can pick an element twice and needs scatter_add, which the course's
+    primitive set does not have; that case raises, and the graph goes to torch's AOT Autograd.
+    """
+    dim = dim % a.dim()
+    others = [s for i, s in enumerate(a.shape) if i != dim]
+    if index.shape[dim] != 1 or [s for i, s in enumerate(index.shape) if i != dim] != others:
+        raise NotImplementedError("gather backward: the course handles one index per position along dim")
+    along = [1] * a.dim()
+    along[dim] = a.shape[dim]
+    iota = torch.ops.prims.iota.default(a.shape[dim], start=0, step=1, dtype=index.dtype, device=g.device,
+                                        requires_grad=False)  # fmt: skip
+    hit = aten.eq.Tensor(aten.view.default(iota, along), index)
+    zero = aten.scalar_tensor.default(0.0, dtype=g.dtype, device=g.device)
+    return aten.where.self(hit, aten.expand.default(g, list(a.shape)), zero), None, None, None
+
+
+@derivative(aten.convolution.default)
+def convolution(g: Tensor, out: Tensor, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dilation,
+                transposed, output_padding, groups) -> tuple:  # fmt: skip
+    """Like matmul, an extern: torch's ``convolution_backward`` gives input, weight, bias grads."""
+    gx, gw, gb = aten.convolution_backward.default(
+        g, x, w, None if b is None else list(b.shape), stride, padding, dilation, transposed, output_padding,
+        groups, [True, True, b is not None])  # fmt: skip
+    return gx, gw, gb, None, None, None, None, None, None
+
+
 NOT_DIFFERENTIABLE = frozenset(
-    {aten.scalar_tensor.default, aten.gt.Scalar, aten.gt.Tensor, aten.lt.Scalar, aten.lt.Tensor, aten.ge.Scalar,
+    {aten.scalar_tensor.default, torch.ops.prims.iota.default, aten.gt.Scalar, aten.gt.Tensor, aten.lt.Scalar, aten.lt.Tensor, aten.ge.Scalar,
      aten.le.Scalar, aten.eq.Scalar, aten.eq.Tensor, aten.ne.Scalar}
 )  # fmt: skip
 

@@ -74,4 +74,7 @@ SAMPLES = {
     aten.baddbmm.default: lambda g: ((_r(g, 2, 4, 5), _r(g, 2, 4, 3), _r(g, 2, 3, 5)), {"beta": 0.5, "alpha": 2.0}),
     aten.zeros_like.default: _x, aten.ones_like.default: _x,
     aten.full_like.default: lambda g: ((_r(g, 4, 6), 2.5), {}),
+    aten.nll_loss_forward.default: lambda g: ((_r(g, 5, 6), torch.tensor([0, 5, 2, 3, 2]), None, 1, 2), {}),
+    aten._scaled_dot_product_flash_attention_for_cpu.default: lambda g: (
+        (_r(g, 2, 3, 5, 4), _r(g, 2, 3, 5, 4), _r(g, 2, 3, 5, 4)), {"attn_mask": _r(g, 5, 5)}),
 }  # fmt: skip

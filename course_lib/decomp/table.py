@@ -15,6 +15,7 @@ The primitive set (:data:`PRIMITIVES`) is deliberately small:
 * reductions: sum.dim_IntList, amax
 * views: view, permute, expand
 * extern: mm, bmm (matmul is never decomposed; a backend calls a library for it)
+* index: prims.iota (0, 1, ..., n-1), gather (one element per row, as nll_loss picks it)
 
 Simplifications against torch: pointwise primitives broadcast implicitly (torch's ``prims``
 require explicit ``broadcast_in_dim``); no type promotion logic (inputs are one float dtype);
@@ -44,13 +45,15 @@ PRIMITIVES = frozenset(
         aten.sum.dim_IntList, aten.amax.default,
         aten.view.default, aten.permute.default, aten.expand.default,
         aten.mm.default, aten.bmm.default,
+        torch.ops.prims.iota.default, aten.gather.default,
     }
 )  # fmt: skip
 
 KIND = {  # what each primitive is, for counting and for the notebook's tables
     aten.sum.dim_IntList: "reduction", aten.amax.default: "reduction",
     aten.view.default: "view", aten.permute.default: "view", aten.expand.default: "view",
-    aten.mm.default: "extern", aten.bmm.default: "extern",
+    aten.mm.default: "extern", aten.bmm.default: "extern", torch.ops.prims.iota.default: "index",
+    aten.gather.default: "index",
 }  # fmt: skip
 
 
@@ -324,6 +327,25 @@ def mse_loss(x: Tensor, target: Tensor, reduction: int = 1) -> Tensor:
     return {0: sq, 1: aten.mean.default(sq), 2: aten.sum.default(sq)}[reduction]
 
 
+@register(aten.nll_loss_forward.default)
+def nll_loss_forward(x: Tensor, target: Tensor, weight: Tensor | None, reduction: int,
+                     ignore_index: int) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """``-x[i, target[i]]`` by gather (one load per row); ignored rows count zero."""
+    if weight is not None or x.dim() != 2:
+        raise NotImplementedError("nll_loss_forward: the course decomposes (N, C) inputs without class weights")
+    n = x.shape[0]
+    keep = aten.ne.Scalar(target, ignore_index)
+    safe = aten.where.self(keep, target, aten.scalar_tensor.default(0, dtype=target.dtype, device=target.device))
+    picked = aten.view.default(aten.gather.default(x, 1, aten.view.default(safe, [n, 1])), [n])
+    valid = aten._to_copy.default(keep, dtype=x.dtype)
+    losses = aten.neg.default(aten.mul.Tensor(picked, valid))
+    total = aten.sum.dim_IntList(valid, [0])
+    if reduction == 0:
+        return losses, total
+    summed = aten.sum.dim_IntList(losses, [0])
+    return (summed if reduction == 2 else aten.div.Tensor(summed, total)), total
+
+
 # ------------------------------------------------------------------ reductions
 
 
@@ -409,7 +431,9 @@ def reshape(x: Tensor, shape: list[int]) -> Tensor:
 
 @register(aten.clone.default)
 def clone(x: Tensor, memory_format: torch.memory_format | None = None) -> Tensor:
-    return aten._to_copy.default(x)
+    if memory_format is None:  # clone keeps the strides; .contiguous() asks for contiguous_format
+        return aten._to_copy.default(x)
+    return aten._to_copy.default(x, memory_format=memory_format)
 
 
 @register(aten.addmm.default)
@@ -433,6 +457,48 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
 @register(aten.baddbmm.default)
 def baddbmm(x: Tensor, a: Tensor, b: Tensor, beta: float = 1, alpha: float = 1) -> Tensor:
     return aten.add.Tensor(aten.mul.Tensor(x, beta), aten.mul.Tensor(aten.bmm.default(a, b), alpha))
+
+
+def _attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, is_causal: bool,
+               scale: float | None) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """softmax(q k^T * scale + mask) v with bmm for both products; also the rows' logsumexp."""
+    *batch, L, E = q.shape
+    S, Ev = k.shape[-2], v.shape[-1]
+    b = math.prod(batch)
+    q3, k3, v3 = (aten.view.default(aten.clone.default(t, memory_format=torch.contiguous_format), [b, n, e])
+                  for t, n, e in ((q, L, E), (k, S, E), (v, S, Ev)))  # fmt: skip
+    scores = aten.mul.Tensor(aten.bmm.default(q3, aten.permute.default(k3, [0, 2, 1])),
+                             1.0 / math.sqrt(E) if scale is None else scale)  # fmt: skip
+    if is_causal:
+        rows, cols = (torch.ops.prims.iota.default(n, start=0, step=1, dtype=torch.int64, device=q.device,
+                                                   requires_grad=False) for n in (L, S))  # fmt: skip
+        future = aten.gt.Tensor(aten.view.default(cols, [1, S]), aten.view.default(rows, [L, 1]))
+        scores = aten.where.self(future, _scalar(float("-inf"), scores), scores)
+    if attn_mask is not None:
+        mask = aten.view.default(aten.clone.default(aten.expand.default(attn_mask, [*batch, L, S]),
+                                                    memory_format=torch.contiguous_format), [b, L, S])  # fmt: skip
+        if mask.dtype == torch.bool:
+            scores = aten.where.self(mask, scores, _scalar(float("-inf"), scores))
+        else:
+            scores = aten.add.Tensor(scores, mask)
+    out = aten.bmm.default(aten._softmax.default(scores, -1, False), v3)
+    lse = aten.logsumexp.default(scores, [-1])
+    return aten.view.default(out, [*batch, L, Ev]), aten.view.default(lse, [*batch, L])
+
+
+@register(aten._scaled_dot_product_flash_attention_for_cpu.default)
+def flash_attention_for_cpu(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0, is_causal: bool = False, *,
+                            attn_mask: Tensor | None = None, scale: float | None = None) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """(output, logsumexp): the fused CPU kernel that scaled_dot_product_attention dispatches to.
+
+    Written out in its math form (torch's ``_scaled_dot_product_attention_math``), so a compiler
+    can fuse the softmax itself; Inductor's pattern matcher goes the other way, math -> fused.
+    ``scaled_dot_product_attention`` itself is CompositeImplicit: it picks this kernel or the
+    math ops before any table is consulted, so it cannot be an entry here.
+    """
+    if dropout_p != 0.0:
+        raise NotImplementedError("flash attention: the course decomposes dropout_p=0 only")
+    return _attention(q, k, v, attn_mask, is_causal, scale)
 
 
 # ------------------------------------------------------------------ creation

@@ -34,6 +34,8 @@ def _arg(value: Any) -> str:
         return str(value)
     if type(value).__name__ == "device":
         return f"torch.device({str(value)!r})"
+    if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+        return f"float({str(value)!r})"  # repr() gives inf / nan, which are not Python names
     return repr(value)
 
 

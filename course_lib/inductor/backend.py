@@ -121,26 +121,39 @@ def _boxed(fn):
     return fn
 
 
+def _give_up(exc: Exception, kind: str, what: str, record: list | None) -> None:
+    """Log and record why a graph leaves the course pipeline (re-raise under COURSE_INDUCTOR_STRICT=1)."""
+    if os.environ.get("COURSE_INDUCTOR_STRICT") == "1":
+        raise exc
+    reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    log.warning("course_lib.inductor: %s (%s)", what, reason)
+    if record is not None:
+        record.append((kind, reason))
+
+
+def _compile_or_eager(gm, example_inputs, fusion, codegen, record):
+    """Compile one graph, or return ``None`` after logging why it runs in eager instead."""
+    try:
+        compiled = compile_graph(gm, example_inputs, fusion=fusion, codegen=codegen)
+    except Exception as exc:  # never crash the user's model: run this graph in eager
+        _give_up(exc, "fallback", "graph runs in eager", record)
+        return None
+    if record is not None:
+        record.append(("compiled", compiled))
+    return compiled
+
+
 def inner_compiler(fusion: str = "greedy", codegen: str | None = None, record: list | None = None):
-    """``compile_fx_inner``: compile one AOT graph, or fall back to running it in eager."""
+    """``compile_fx_inner`` for torch's AOT Autograd: compile one graph, or run it in eager."""
 
     def compiler(gm, example_inputs):
-        try:
-            compiled = compile_graph(gm, example_inputs, fusion=fusion, codegen=codegen)
-        except Exception as exc:  # never crash the user's model: run this graph in eager
-            if os.environ.get("COURSE_INDUCTOR_STRICT") == "1":
-                raise
-            reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            log.warning("course_lib.inductor: graph runs in eager (%s)", reason)
-            if record is not None:
-                record.append(("fallback", reason))
+        compiled = _compile_or_eager(gm, example_inputs, fusion, codegen, record)
+        if compiled is None:
 
             def eager(args):
                 return gm(*args)
 
             return _boxed(eager)
-        if record is not None:
-            record.append(("compiled", compiled))
         call = compiled.call
 
         def run(args):
@@ -151,31 +164,12 @@ def inner_compiler(fusion: str = "greedy", codegen: str | None = None, record: l
     return compiler
 
 
-def compile_fx(gm, example_inputs, fusion: str = "greedy", codegen: str | None = None, record: list | None = None):
-    """A torch.compile backend: ``torch.compile(model, backend=compile_fx)``.
-
-    Runs AOT Autograd (forward and backward graphs, Inductor's decomposition table) and
-    compiles both graphs with :func:`compile_graph`. ``record``, when given, collects one entry
-    per graph: ``("compiled", CompiledGraph)`` or ``("fallback", reason)``.
-    """
-    from course_lib import compat
-
-    inner = inner_compiler(fusion, codegen, record)
-    try:
-        return compat.inductor_aot_module(gm, example_inputs, inner, inner, compat.inductor_decomposition_table())
-    except Exception as exc:  # AOT tracing itself failed: run the whole Dynamo graph in eager
-        log.warning("course_lib.inductor: AOT tracing failed, graph runs in eager (%s)", str(exc).splitlines()[0])
-        if record is not None:
-            record.append(("fallback", f"aot: {exc}".splitlines()[0]))
-        return gm.forward
-
-
 def course_aot_compiler(fusion: str = "greedy", codegen: str | None = None, record: list | None = None):
-    """A compiler for ``course_lib.aot.aot_function``: the whole course pipeline end to end.
+    """A compiler for ``course_lib.aot``: the whole course pipeline end to end.
 
-    course_lib.aot hands over a course_lib.fx Graph of ATen primitives (the backward one
-    without example inputs), so the graph is converted to torch.fx, re-traced on the first
-    call's real arguments to get shapes (``node.meta["val"]``), then compiled here.
+    course_lib.aot hands over a course_lib.fx Graph of primitives (the backward one without
+    example inputs), so the graph is converted to torch.fx, re-traced on the first call's real
+    arguments to get shapes (``node.meta["val"]``), then compiled here.
     """
 
     def compiler(graph, example_inputs):
@@ -187,20 +181,76 @@ def course_aot_compiler(fusion: str = "greedy", codegen: str | None = None, reco
         def run(*args):
             if "fn" not in cache:
                 traced = compat.make_fx(gm, *args)
-                try:
-                    cache["fn"] = compile_graph(traced, list(args), fusion=fusion, codegen=codegen)
-                    if record is not None:
-                        record.append(("compiled", cache["fn"]))
-                except Exception as exc:  # eager fallback, as in compile_fx
-                    if os.environ.get("COURSE_INDUCTOR_STRICT") == "1":
-                        raise
-                    log.warning("course_lib.inductor: graph runs in eager (%s)", str(exc).splitlines()[0])
-                    cache["fn"] = traced
+                compiled = _compile_or_eager(traced, list(args), fusion, codegen, record)
+                cache["fn"] = compiled if compiled is not None else traced
             return cache["fn"](*args)
 
         return run
 
     return compiler
+
+
+def _mutates(graph) -> list[str]:
+    """In-place ATen ops in a traced graph (``add_``, ``copy_``...): state course_lib.aot would drop."""
+    return [
+        n.name
+        for n in graph.nodes
+        if n.op == "call_function" and getattr(getattr(n.target, "_schema", None), "is_mutable", False)
+    ]
+
+
+def _course_aot(gm, example_inputs, fusion, codegen, record):
+    """Dynamo graph -> course_lib.aot (joint graph, partition) -> course_lib.inductor, both graphs.
+
+    In inference (no input needs a gradient, or grad mode off) only the forward graph is traced
+    and compiled, as AOT Autograd's inference path does.
+    """
+    import torch
+
+    from course_lib import aot, decomp
+
+    comp = course_aot_compiler(fusion, codegen, record)
+    args = list(example_inputs)
+    if not all(isinstance(a, torch.Tensor) for a in args):
+        raise Unsupported("non-tensor graph inputs (symbolic sizes)")
+    forward = decomp.trace(gm, *args)
+    if _mutates(forward):
+        raise Unsupported(f"the graph mutates tensors in place ({', '.join(_mutates(forward)[:3])})")
+    if not (torch.is_grad_enabled() and any(a.requires_grad for a in args)):
+        fw = comp(forward, args)
+        return lambda *a: fw(*a)
+    fn = aot.aot_compile(gm, args, comp, comp)
+    return lambda *a: fn.apply(*a)
+
+
+def compile_fx(gm, example_inputs, fusion: str = "greedy", codegen: str | None = None, record: list | None = None,
+               aot: str = "course"):  # fmt: skip
+    """A torch.compile backend: ``torch.compile(model, backend=compile_fx)``.
+
+    ``aot="course"`` (default) traces the forward and backward graphs with course_lib.aot (its
+    derivative rules and partitioner) and compiles both with :func:`compile_graph`. A graph it
+    cannot trace (an op without a derivative rule, an in-place update of a buffer) goes through
+    torch's AOT Autograd with Inductor's decompositions instead, the reason logged and recorded
+    as ``("aot-fallback", reason)``; ``aot="torch"`` always takes that path. ``record``, when
+    given, collects one entry per graph: ``("compiled", CompiledGraph)`` or ``("fallback", reason)``.
+    """
+    from course_lib import compat
+
+    if aot not in ("course", "torch"):
+        raise ValueError(f"aot must be 'course' or 'torch', got {aot!r}")
+    if aot == "course":
+        try:
+            return _course_aot(gm, example_inputs, fusion, codegen, record)
+        except Exception as exc:
+            _give_up(exc, "aot-fallback", "course_lib.aot cannot take this graph, using torch's", record)
+    inner = inner_compiler(fusion, codegen, record)
+    try:
+        return compat.inductor_aot_module(gm, example_inputs, inner, inner, compat.inductor_decomposition_table())
+    except Exception as exc:  # AOT tracing itself failed: run the whole Dynamo graph in eager
+        log.warning("course_lib.inductor: AOT tracing failed, graph runs in eager (%s)", str(exc).splitlines()[0])
+        if record is not None:
+            record.append(("fallback", f"aot: {exc}".splitlines()[0]))
+        return gm.forward
 
 
 def compile_with_course_aot(fn, fusion: str = "greedy", codegen: str | None = None, record: list | None = None):

@@ -65,6 +65,11 @@ HEADER = """#include <cmath>
 
 PARALLEL_THRESHOLD = 32768  # elements; smaller loops are not worth waking OpenMP's threads
 
+#: ops worth keeping in a row buffer rather than computing again in a later pass over the row
+EXPENSIVE = {"exp", "log", "tanh", "erf", "sin", "cos", "pow", "sqrt", "rsqrt", "sigmoid", "log1p", "expm1",
+             "truediv"}  # fmt: skip
+ROW_BUFFER_LIMIT = 16384  # elements per row (64 KiB of float32 on each thread's stack)
+
 
 def cpp_index(expr, names: dict | None = None) -> str:
     """Print a sympy index expression as C (``FloorDiv`` -> ``/``, ``ModIdx`` -> ``%``)."""
@@ -112,6 +117,22 @@ def depends_on(expr, symbols: set) -> bool:
     return False
 
 
+def _inner_ops(expr, inner_syms: set, out: set) -> None:
+    """Collect the Op nodes of ``expr`` whose value changes with the inner loop variables."""
+    if isinstance(expr, Op):
+        for a in expr.args:
+            _inner_ops(a, inner_syms, out)
+        if depends_on(expr, inner_syms):
+            out.add(expr)
+    elif isinstance(expr, Load):
+        for _, e in expr.indirect:
+            _inner_ops(e, inner_syms, out)
+
+
+def _costly(expr) -> bool:
+    return isinstance(expr, Op) and (expr.op in EXPENSIVE or any(_costly(a) for a in expr.args))
+
+
 class Scope:
     """Lines at one loop level, with a CSE table (expression -> tmp name)."""
 
@@ -137,6 +158,47 @@ class CppKernel:
         self.counter = 0
         self.accs: dict[str, str] = {}
         self.inner_syms = set(kernel_vars(plan.group)[1])
+        self.phase = 0
+        self.row_buffers = self._row_buffers()
+
+    def _row_buffers(self) -> dict:
+        """Costly inner values that two passes over the same row both compute: expr -> buffer name.
+
+        Softmax is the case: pass 2 sums ``exp(x - max)`` and pass 3 divides the same
+        ``exp(x - max)`` by the sum. The first pass to compute it also stores it in a
+        thread-private row buffer, the later ones load it back from L1: one exp per element,
+        as in ATen's hand-written softmax kernel.
+        """
+        outer_sizes, inner_sizes = self.plan.group
+        if not outer_sizes or not inner_sizes or math.prod(inner_sizes) > ROW_BUFFER_LIMIT:
+            return {}
+        seen: dict = {}  # expr -> first phase computing it
+        shared: set = set()
+        for i, phase in enumerate(self.plan.phases):
+            found: set = set()
+            for item in phase.reductions + phase.stores:
+                _inner_ops(item[2], self.inner_syms, found)
+            for e in found:
+                if e in seen and seen[e] != i:
+                    shared.add(e)
+                seen.setdefault(e, i)
+        costly = [e for e in shared if _costly(e)]
+        inside: set = set()
+        for e in costly:
+            sub: set = set()
+            for a in e.args:
+                _inner_ops(a, self.inner_syms, sub)
+            inside |= sub
+        keep = sorted((e for e in costly if e not in inside), key=str)  # outermost shared values only
+        return {e: (f"row_buf{i}", seen[e]) for i, e in enumerate(keep)}
+
+    def _row_index(self) -> str:
+        _, inner_sizes = self.plan.group
+        _, rs = kernel_vars(self.plan.group)
+        flat, stride = 0, 1
+        for size, r in reversed(list(zip(inner_sizes, rs))):
+            flat, stride = flat + (r if isinstance(r, sympy.Symbol) else sympy.Symbol(r)) * stride, stride * size
+        return cpp_index(flat)
 
     def tmp(self) -> str:
         self.counter += 1
@@ -159,13 +221,26 @@ class CppKernel:
             for s, e in expr.indirect:
                 names[s.name] = self.emit(e, outer, inner)
             code = f"{self.ptrs[expr.buf]}[{cpp_index(expr.index, names)}]"
+        elif expr in self.row_buffers and self.row_buffers[expr][1] != self.phase:
+            code = f"{self.row_buffers[expr][0]}[{self._row_index()}]"  # computed by an earlier pass
+        elif self._hoisted_divisor(expr, scope, inner):
+            # x / d with d fixed across the inner loop: one reciprocal per row, a multiply per
+            # element (a vector divide costs several multiplies; the result may differ by an ulp)
+            recip = self.emit(Op("reciprocal", (expr.args[1],), expr.dtype), outer, inner)
+            code = f"{self.emit(expr.args[0], outer, inner)} * {recip}"
         else:
             args = [self.emit(a, outer, inner) for a in expr.args]
             code = CPP_RULES[expr.op].format(*args, t=CTYPE[expr.dtype])
         name = self.tmp()
         scope.lines.append(f"{CTYPE[expr.dtype]} {name} = {code};")
         scope.cse[expr] = name
+        if expr in self.row_buffers and self.row_buffers[expr][1] == self.phase:
+            scope.lines.append(f"{self.row_buffers[expr][0]}[{self._row_index()}] = {name};")
         return name
+
+    def _hoisted_divisor(self, expr, scope: Scope, inner: Scope) -> bool:
+        return (isinstance(expr, Op) and expr.op == "truediv" and scope is inner and expr.dtype in ("float32", "float64")
+                and not depends_on(expr.args[1], self.inner_syms) and not isinstance(expr.args[1], Const))  # fmt: skip
 
     def loops(self, sizes, syms, body: list[str], pragma_inner: str, pragma_outer: str | None) -> list[str]:
         lines, indent = [], ""
@@ -210,7 +285,11 @@ class CppKernel:
         outer_sizes, _ = self.plan.group
         xs, _ = kernel_vars(self.plan.group)
         outer = Scope()
-        for phase in self.plan.phases:
+        size = math.prod(self.plan.group[1]) if self.plan.group[1] else 0
+        for e, (buf, _) in self.row_buffers.items():
+            outer.lines.append(f"{CTYPE[e.dtype]} {buf}[{size}];")
+        for i, phase in enumerate(self.plan.phases):
+            self.phase = i
             self.phase_code(phase, outer)
         for buf, index, expr, _dtype in self.plan.outer_stores:
             v = self.emit(expr, outer, outer)
