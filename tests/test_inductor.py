@@ -197,6 +197,13 @@ def test_random_graphs_compiled_with_gcc():
             torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-4, equal_nan=True)
 
 
+@pytest.mark.parametrize("c", [2, 3, 5, -2, 1.7, 0.5])
+def test_triton_pow_rule_in_interpreter(c):
+    x = torch.randn(8, 32)
+    got = ind.compile_graph(_trace(lambda t: (t.pow(c),), x), [x], codegen="triton")(x)[0]
+    torch.testing.assert_close(got, x.pow(c), rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
 def test_triton_kernels_compile_to_ptx():
     """The same generated Triton source goes through the real compiler (course_lib.triton)."""
     x = torch.randn(8, 64)

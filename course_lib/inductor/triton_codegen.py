@@ -47,9 +47,38 @@ TRITON_RULES = {
     "where": "tl.where({0}, {1}, {2})", "fma": "tl.fma({0}, {1}, {2})", "to_dtype": "{0}.to({t})",
 }  # fmt: skip
 
+#: x ** n for small whole n, written out as Inductor does (exact, and no libdevice call)
+POW_SPECIAL = {
+    2: "{0} * {0}",
+    3: "{0} * {0} * {0}",
+    1: "{0}",
+    0.5: "tl.sqrt({0})",
+    -1: "1 / {0}",
+    -0.5: "tl.rsqrt({0})",
+}
+
 TRITON_REDUCE = {"sum": "tl.sum({0}, 1)[:, None]", "max": "tl.max({0}, 1)[:, None]", "min": "tl.min({0}, 1)[:, None]"}
 TRITON_COMBINE = {"sum": "{0} + {1}", "max": "tl.maximum({0}, {1})", "min": "tl.minimum({0}, {1})"}
 TRITON_INIT = {"sum": "0", "max": 'float("-inf")', "min": 'float("inf")'}
+
+
+def pow_rule(expr) -> str:
+    """``x ** c`` for a constant c: small powers multiplied out, others through exp2 and log2.
+
+    Inductor calls ``libdevice.pow``; Triton's CPU interpreter has no libdevice, so the course
+    writes |x|**c = exp2(c * log2|x|) and puts the sign back for odd whole c (a negative base
+    with a fractional c gives NaN, as pow does).
+    """
+    if not isinstance(expr.args[1], Const):
+        raise Unsupported("pow with a tensor exponent")
+    c = expr.args[1].value
+    if c in POW_SPECIAL:
+        return POW_SPECIAL[c]
+    mag = "tl.exp2({1} * tl.log2(tl.abs({0})))"
+    if float(c).is_integer():
+        return f"tl.where({{0}} < 0, -{mag}, {mag})" if int(c) % 2 else mag
+    return "tl.exp2({1} * tl.log2({0}))"
+
 
 PERSISTENT_RNUMEL = 1024  # rows up to this length are reduced in one tile
 
@@ -129,10 +158,11 @@ class TritonKernel:
             mask = mask_inner if dep else mask_outer
             code = f"tl.load({self.ptrs[expr.buf]} + {tile_index(index)}, {mask}, other=0)"
         else:
-            if expr.op not in TRITON_RULES:
+            if expr.op not in TRITON_RULES and expr.op != "pow":
                 raise Unsupported(f"no Triton rule for {expr.op}")
+            rule = pow_rule(expr) if expr.op == "pow" else TRITON_RULES[expr.op]
             args = [self.emit(a, outer, inner, mask_inner, mask_outer) for a in expr.args]
-            code = TRITON_RULES[expr.op].format(*args, t=TL_DTYPE[expr.dtype])
+            code = rule.format(*args, t=TL_DTYPE[expr.dtype])
         name = self.tmp()
         scope.lines.append(f"{name} = {code}")
         scope.cse[expr] = name
