@@ -33,6 +33,7 @@ RULE_CASES = {
     aten.mm.default: lambda: (_d(3, 4), _d(4, 5)), aten.bmm.default: lambda: (_d(2, 3, 4), _d(2, 4, 5)),
     aten.select.int: lambda: (_d(3, 4, 5), 1, -2),
     aten.gather.default: lambda: (_d(4, 6), 1, torch.tensor([[0], [5], [2], [2]])),
+    aten.slice.Tensor: lambda: (_d(4, 7), 1, 2, 5),
     aten.convolution.default: lambda: (_d(2, 3, 6, 6), _d(4, 3, 3, 3), _d(4), [1, 1], [1, 1], [1, 1], False, [0, 0], 1),
 }  # fmt: skip
 

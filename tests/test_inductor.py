@@ -1,7 +1,9 @@
 """course_lib.inductor internals: lowering text, fusion rules, ladder, memory plan, codegens,
 and random pointwise/reduction/broadcast graphs (hypothesis) against eager."""
 
+import os
 import random
+from unittest import mock
 
 import pytest
 import torch
@@ -181,6 +183,31 @@ def test_random_graphs_every_rung_matches_eager(spec, shape):
         got = ind.compile_graph(gm, list(args), fusion=fusion, codegen="python")(*args)
         for r, g in zip(ref, got):
             torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-4, equal_nan=True)
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(spec=st.lists(step, min_size=1, max_size=5), shape=st.sampled_from([(4, 8), (8, 8)]))
+def test_random_graphs_forward_and_backward_through_course_aot(spec, shape):
+    """Random graphs differentiated by course_lib.aot, both graphs compiled (numpy executor), vs autograd."""
+    if shape[0] != shape[1]:
+        spec = [s if s[0] != "bcast" or s[3] % 2 else (s[0], s[1], s[2], 1) for s in spec]
+    fn = build_random(spec, *shape)
+
+    def loss(x, y, v):
+        a, b = fn(x, y, v)
+        return a.sum() + b.sum()
+
+    args = [a.requires_grad_() for a in _inputs(*shape)]
+    ref = loss(*args)
+    want = torch.autograd.grad(ref, args, allow_unused=True)
+    mine = [a.detach().clone().requires_grad_() for a in args]
+    with mock.patch.dict(os.environ, {"COURSE_INDUCTOR_STRICT": "1"}):
+        out = ind.compile_with_course_aot(loss, codegen="python")(*mine)
+        out.backward()
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4, equal_nan=True)
+    for w, a in zip(want, mine):
+        w = torch.zeros_like(a) if w is None else w
+        torch.testing.assert_close(a.grad, w, rtol=1e-3, atol=1e-4, equal_nan=True)
 
 
 def test_random_graphs_compiled_with_gcc():

@@ -247,6 +247,30 @@ def select(g: Tensor, out: Tensor, a: Tensor, dim: int, index: int) -> tuple:
     return aten.where.self(hit, spread, aten.scalar_tensor.default(0.0, dtype=g.dtype, device=g.device)), None, None
 
 
+@derivative(aten.slice.Tensor)
+def slice_(g: Tensor, out: Tensor, a: Tensor, dim: int = 0, start=None, end=None, step: int = 1) -> tuple:
+    """``a[start:end]`` along ``dim``: position i of a takes g[i - start] inside the window, else 0."""
+    dim = dim % a.dim()
+    size, n = a.shape[dim], g.shape[dim]
+    first, _, step = slice(start, end, step).indices(size)
+    none = (None,) * 4
+    if first == 0 and n == size:
+        return (g, *none)
+    if step != 1:
+        raise NotImplementedError("slice backward: the course handles step 1")
+    along = [1] * a.dim()
+    along[dim] = size
+    iota = torch.ops.prims.iota.default(size, start=-first, step=1, dtype=torch.int64, device=g.device,
+                                        requires_grad=False)  # fmt: skip
+    inside = aten.where.self(aten.ge.Scalar(iota, 0), aten.lt.Scalar(iota, n), aten.ge.Scalar(iota, n + 1))
+    index = aten.maximum.default(aten.minimum.default(iota, aten.scalar_tensor.default(n - 1, dtype=torch.int64)),
+                                 aten.scalar_tensor.default(0, dtype=torch.int64))  # fmt: skip
+    shape = list(a.shape)
+    picked = aten.gather.default(g, dim, aten.expand.default(aten.view.default(index, along), shape))
+    zero = aten.scalar_tensor.default(0.0, dtype=g.dtype, device=g.device)
+    return (aten.where.self(aten.view.default(inside, along), picked, zero), *none)
+
+
 @derivative(aten.gather.default)
 def gather(g: Tensor, out: Tensor, a: Tensor, dim: int, index: Tensor, sparse_grad: bool = False) -> tuple:
     """One element picked per position along ``dim`` (index size 1 there): a one-hot where.
