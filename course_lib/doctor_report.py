@@ -134,6 +134,6 @@ def run() -> DoctorReport:
     rows.append(_tool_row("gcc", "needed for Inductor's C++ backend and Module 6",
                           "install a C compiler: `sudo apt-get install gcc`"))
     rows.append(_tool_row("llc", "Module 2's back-end walkthrough is skipped",
-                          "install LLVM's tools: `sudo apt-get install llvm`", required=False))
+                          "install LLVM's tools: `sudo apt-get install llvm-19` (or `make install` as root)", required=False))
     rows.append(_cuda_row())
     return DoctorReport(tuple(rows), env.mode())
