@@ -224,6 +224,22 @@ def test_random_graphs_compiled_with_gcc():
             torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-4, equal_nan=True)
 
 
+def test_in_place_only_when_no_later_store_reads_the_donor():
+    """A kernel writing two outputs must not overwrite an input that its second store still reads."""
+    x, s = torch.randn(4, 8), torch.randn(())
+
+    def f(x, s):
+        d = torch.exp(x) + 1  # an intermediate that dies in the next kernel
+        t = d.sum(0, keepdim=True)  # a column reduction: its own kernel
+        return (-s.expand(4, 8) + 0 * t, d / t + s)
+
+    for fusion in ("unfused", "greedy"):
+        for codegen in ("python", "cpp"):
+            c = ind.compile_graph(_trace(f, x, s), [x, s], fusion=fusion, codegen=codegen)
+            for got, want in zip(c(x, s), f(x, s)):
+                torch.testing.assert_close(got, want)
+
+
 @pytest.mark.parametrize("c", [2, 3, 5, -2, 1.7, 0.5])
 def test_triton_pow_rule_in_interpreter(c):
     x = torch.randn(8, 32)

@@ -518,8 +518,12 @@ def _inplace_candidate(graph, k: Kernel, w: str, dying: list[str]) -> str | None
         cb = graph.buffer(cand)
         if cb.shape != wb.shape or cb.dtype != wb.dtype:
             continue
-        every = [ld for _, _, e, _ in plan.phases[0].stores for ld in expr_loads(e) if ld.buf == cand]
-        if every and all(not ld.indirect and sympy.expand(ld.index - index) == 0 for ld in every):
+        stores = plan.phases[0].stores
+        every = [ld for _, _, e, _ in stores for ld in expr_loads(e) if ld.buf == cand]
+        # stores run in order: one emitted after w's must not read cand, whose element w overwrote
+        position = [name for name, *_ in stores].index(w)
+        read_later = any(ld.buf == cand for _, _, e, _ in stores[position + 1 :] for ld in expr_loads(e))
+        if every and not read_later and all(not ld.indirect and sympy.expand(ld.index - index) == 0 for ld in every):
             return cand
     return None
 
