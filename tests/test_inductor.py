@@ -97,6 +97,13 @@ def test_cpp_source_has_openmp_and_simd():
     assert "kernel0(x_1.data_ptr(), buf4.data_ptr())" in c.wrapper_code
 
 
+def test_cpp_flattens_outer_loops_into_one_parallel_loop():
+    s = torch.randn(2, 3, 4, 16)
+    c = ind.compile_graph(_trace(lambda t: (torch.softmax(t * 0.5, -1),), s), [s])
+    assert "for (int64_t x = 0; x < 24; x++)" in c.kernel_code and "const int64_t x1 = (x / 4) % 3;" in c.kernel_code
+    torch.testing.assert_close(c(s)[0], torch.softmax(s * 0.5, -1))
+
+
 def test_cpp_row_buffer_computes_softmax_exp_once(monkeypatch):
     x = torch.randn(64, 128)
     gm = _trace(_softmax, x)
