@@ -2,6 +2,7 @@
 and random pointwise/reduction/broadcast graphs (hypothesis) against eager."""
 
 import os
+import pathlib
 import random
 from unittest import mock
 
@@ -95,6 +96,18 @@ def test_cpp_source_has_openmp_and_simd():
     assert "#pragma omp parallel for" in c.kernel_code and "#pragma omp simd reduction(max:" in c.kernel_code
     assert c.kernel_code.count('extern "C"') == 1
     assert "kernel0(x_1.data_ptr(), buf4.data_ptr())" in c.wrapper_code
+
+
+def test_precompiled_header_is_built_once_and_used(tmp_path, monkeypatch):
+    from course_lib.inductor import cpp
+
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    header = cpp.precompiled_header(cpp.CFLAGS)
+    assert header and (tmp_path / "inductor" / (pathlib.Path(header).name + ".gch")).stat().st_size > 0
+    assert cpp.precompiled_header(cpp.CFLAGS) == header
+    x = torch.randn(8, 16)
+    c = ind.compile_graph(_trace(_softmax, x), [x])
+    torch.testing.assert_close(c(x)[0], torch.softmax(x, -1))
 
 
 def test_cpp_flattens_outer_loops_into_one_parallel_loop():

@@ -207,18 +207,19 @@ def _course_aot(gm, example_inputs, fusion, codegen, record):
     """
     import torch
 
-    from course_lib import aot, decomp
+    from course_lib import aot, compat, decomp
 
-    comp = course_aot_compiler(fusion, codegen, record)
     args = list(example_inputs)
     if not all(isinstance(a, torch.Tensor) for a in args):
         raise Unsupported("non-tensor graph inputs (symbolic sizes)")
-    forward = decomp.trace(gm, *args)
-    if _mutates(forward):
-        raise Unsupported(f"the graph mutates tensors in place ({', '.join(_mutates(forward)[:3])})")
+    # one trace with the course's table: ATen primitives, shapes in node.meta["val"]
+    forward = compat.make_fx(gm, *args, decompositions=decomp.DECOMPOSITIONS)
+    if _mutates(forward.graph):
+        raise Unsupported(f"the graph mutates tensors in place ({', '.join(_mutates(forward.graph)[:3])})")
     if not (torch.is_grad_enabled() and any(a.requires_grad for a in args)):
-        fw = comp(forward, args)
-        return lambda *a: fw(*a)
+        compiled = _compile_or_eager(forward, args, fusion, codegen, record)
+        return compiled if compiled is not None else forward
+    comp = course_aot_compiler(fusion, codegen, record)
     fn = aot.aot_compile(gm, args, comp, comp)
     return lambda *a: fn.apply(*a)
 

@@ -342,6 +342,38 @@ CFLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-fno-math-err
 LIBS = ["-lmvec", "-lm"]
 
 
+def precompiled_header(flags) -> str | None:
+    """:data:`HEADER` compiled once per flag set into a ``.gch`` (``CppCodeCache`` has the same idea).
+
+    Parsing <cmath> and <algorithm> is most of g++'s time on a small kernel (0.10 s of 0.15 s
+    measured here); with ``-include prelude.h`` g++ loads the precompiled form instead, and
+    the ``#include`` lines left in the source are skipped by their include guards. Returns the
+    header's path, or None (compile without it) when g++ cannot build the ``.gch``.
+    """
+    from course_lib import env
+
+    code_flags = [f for f in flags if f != "-shared"]
+    key = hashlib.sha256((HEADER + " ".join(code_flags)).encode()).hexdigest()[:12]
+    out_dir = env.cache_dir() / "inductor"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    header = out_dir / f"prelude{key}.h"
+    if (out_dir / f"prelude{key}.h.gch").exists():
+        return str(header)
+    if not header.exists():  # written whole then renamed: a parallel build never reads half of it
+        fd, part = tempfile.mkstemp(suffix=".h", dir=out_dir)
+        with os.fdopen(fd, "w") as f:
+            f.write(HEADER)
+        os.replace(part, header)
+    fd, tmp = tempfile.mkstemp(suffix=".gch", dir=out_dir)
+    os.close(fd)
+    proc = subprocess.run(["g++", *code_flags, "-x", "c++-header", str(header), "-o", tmp], capture_output=True)
+    if proc.returncode != 0:
+        os.unlink(tmp)
+        return None
+    os.replace(tmp, out_dir / f"prelude{key}.h.gch")
+    return str(header)
+
+
 def compile_source(source: str, flags=None) -> str:
     """Compile ``source`` into a shared object cached by the hash of source and flags; return its path."""
     from course_lib import env
@@ -357,7 +389,9 @@ def compile_source(source: str, flags=None) -> str:
     src.write_text(source)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
     os.close(fd)
-    proc = subprocess.run(["g++", *flags, str(src), "-o", tmp, *LIBS], capture_output=True, text=True)
+    prelude = precompiled_header(flags) if source.startswith(HEADER) else None
+    pre = ["-include", prelude] if prelude else []
+    proc = subprocess.run(["g++", *flags, *pre, str(src), "-o", tmp, *LIBS], capture_output=True, text=True)
     if proc.returncode != 0:
         os.unlink(tmp)
         raise RuntimeError(f"g++ failed on {src.name}:\n{proc.stderr[-3000:]}")
