@@ -77,4 +77,9 @@ SAMPLES = {
     aten.nll_loss_forward.default: lambda g: ((_r(g, 5, 6), torch.tensor([0, 5, 2, 3, 2]), None, 1, 2), {}),
     aten._scaled_dot_product_flash_attention_for_cpu.default: lambda g: (
         (_r(g, 2, 3, 5, 4), _r(g, 2, 3, 5, 4), _r(g, 2, 3, 5, 4)), {"attn_mask": _r(g, 5, 5)}),
+    aten._scaled_dot_product_efficient_attention.default: lambda g: (
+        (_r(g, 2, 3, 5, 4), _r(g, 2, 3, 5, 4), _r(g, 2, 3, 5, 4), None, True), {"is_causal": True}),
 }  # fmt: skip
+
+#: entries whose op has a CUDA kernel only; on CPU the test checks them against a stand-in
+CUDA_ONLY = {aten._scaled_dot_product_efficient_attention.default}

@@ -501,6 +501,22 @@ def flash_attention_for_cpu(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 
     return _attention(q, k, v, attn_mask, is_causal, scale)
 
 
+@register(aten._scaled_dot_product_efficient_attention.default)
+def efficient_attention(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None, compute_log_sumexp: bool,
+                        dropout_p: float = 0.0, is_causal: bool = False, *,
+                        scale: float | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
+    """The CUDA kernel float32 attention dispatches to: (output, logsumexp, philox seed, offset).
+
+    Same math form as the CPU one. The seed and offset feed only dropout's backward, and the
+    course decomposes dropout_p=0, so they are zeros.
+    """
+    if dropout_p != 0.0:
+        raise NotImplementedError("efficient attention: the course decomposes dropout_p=0 only")
+    out, lse = _attention(q, k, v, attn_bias, is_causal, scale)
+    zero = aten.scalar_tensor.default(0, dtype=torch.int64, device=q.device)
+    return out, lse, zero, zero
+
+
 # ------------------------------------------------------------------ creation
 
 
