@@ -81,5 +81,17 @@ SAMPLES = {
         (_r(g, 2, 3, 5, 4), _r(g, 2, 3, 5, 4), _r(g, 2, 3, 5, 4), None, True), {"is_causal": True}),
 }  # fmt: skip
 
-#: entries whose op has a CUDA kernel only; on CPU the test checks them against a stand-in
-CUDA_ONLY = {aten._scaled_dot_product_efficient_attention.default}
+
+def _efficient_attention_on_cpu(q, k, v, bias, compute_lse, dropout_p=0.0, is_causal=False, *, scale=None):
+    """The CPU kernel that computes the same (output, logsumexp) as CUDA's efficient attention."""
+    return aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, v, dropout_p, is_causal, attn_mask=bias,
+                                                                    scale=scale)  # fmt: skip
+
+
+#: entries whose op has a CUDA kernel only, and the CPU op that computes the same outputs
+STAND_IN = {aten._scaled_dot_product_efficient_attention.default: _efficient_attention_on_cpu}
+
+
+def eager(op):
+    """What to run for an entry's eager reference: the op, or its stand-in when there is no GPU."""
+    return STAND_IN[op] if op in STAND_IN and not torch.cuda.is_available() else op
