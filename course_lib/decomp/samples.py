@@ -93,5 +93,5 @@ STAND_IN = {aten._scaled_dot_product_efficient_attention.default: _efficient_att
 
 
 def eager(op):
-    """What to run for an entry's eager reference: the op, or its stand-in when there is no GPU."""
-    return STAND_IN[op] if op in STAND_IN and not torch.cuda.is_available() else op
+    """What to run on the (CPU) samples as an entry's eager reference: the op, or its CPU stand-in."""
+    return STAND_IN.get(op, op)
