@@ -49,6 +49,7 @@ TRITON_RULES = {
 
 #: x ** n for small whole n, written out as Inductor does (exact, and no libdevice call)
 POW_SPECIAL = {
+    0: "tl.full({0}.shape, 1, {0}.dtype)",  # 0 ** 0 is 1; exp2(0 * log2(0)) would be NaN
     2: "{0} * {0}",
     3: "{0} * {0} * {0}",
     1: "{0}",
@@ -158,9 +159,12 @@ class TritonKernel:
             mask = mask_inner if dep else mask_outer
             code = f"tl.load({self.ptrs[expr.buf]} + {tile_index(index)}, {mask}, other=0)"
         else:
-            if expr.op not in TRITON_RULES and expr.op != "pow":
+            if expr.op == "pow":
+                rule = pow_rule(expr)
+            elif expr.op in TRITON_RULES:
+                rule = TRITON_RULES[expr.op]
+            else:
                 raise Unsupported(f"no Triton rule for {expr.op}")
-            rule = pow_rule(expr) if expr.op == "pow" else TRITON_RULES[expr.op]
             args = [self.emit(a, outer, inner, mask_inner, mask_outer) for a in expr.args]
             code = rule.format(*args, t=TL_DTYPE[expr.dtype])
         name = self.tmp()
