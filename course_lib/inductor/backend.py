@@ -214,8 +214,9 @@ def _course_aot(gm, example_inputs, fusion, codegen, record):
         raise Unsupported("non-tensor graph inputs (symbolic sizes)")
     # one trace with the course's table: ATen primitives, shapes in node.meta["val"]
     forward = compat.make_fx(gm, *args, decompositions=decomp.DECOMPOSITIONS)
-    if _mutates(forward.graph):
-        raise Unsupported(f"the graph mutates tensors in place ({', '.join(_mutates(forward.graph)[:3])})")
+    mutated = _mutates(forward.graph)
+    if mutated:
+        raise Unsupported(f"the graph mutates tensors in place ({', '.join(mutated[:3])})")
     if not (torch.is_grad_enabled() and any(a.requires_grad for a in args)):
         compiled = _compile_or_eager(forward, args, fusion, codegen, record)
         return compiled if compiled is not None else forward

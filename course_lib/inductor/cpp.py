@@ -193,11 +193,12 @@ class CppKernel:
         return {e: (f"row_buf{i}", seen[e]) for i, e in enumerate(keep)}
 
     def _row_index(self) -> str:
+        """The row buffer's index: the inner loop variables, row-major."""
         _, inner_sizes = self.plan.group
         _, rs = kernel_vars(self.plan.group)
         flat, stride = 0, 1
         for size, r in reversed(list(zip(inner_sizes, rs))):
-            flat, stride = flat + (r if isinstance(r, sympy.Symbol) else sympy.Symbol(r)) * stride, stride * size
+            flat, stride = flat + r * stride, stride * size
         return cpp_index(flat)
 
     def tmp(self) -> str:
@@ -285,9 +286,8 @@ class CppKernel:
         outer_sizes, _ = self.plan.group
         xs, _ = kernel_vars(self.plan.group)
         outer = Scope()
-        size = math.prod(self.plan.group[1]) if self.plan.group[1] else 0
         for e, (buf, _) in self.row_buffers.items():
-            outer.lines.append(f"{CTYPE[e.dtype]} {buf}[{size}];")
+            outer.lines.append(f"{CTYPE[e.dtype]} {buf}[{math.prod(self.plan.group[1])}];")
         for i, phase in enumerate(self.plan.phases):
             self.phase = i
             self.phase_code(phase, outer)
@@ -350,52 +350,59 @@ def precompiled_header(flags) -> str | None:
     the ``#include`` lines left in the source are skipped by their include guards. Returns the
     header's path, or None (compile without it) when g++ cannot build the ``.gch``.
     """
-    from course_lib import env
-
     code_flags = [f for f in flags if f != "-shared"]
     key = hashlib.sha256((HEADER + " ".join(code_flags)).encode()).hexdigest()[:12]
-    out_dir = env.cache_dir() / "inductor"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    header = out_dir / f"prelude{key}.h"
-    if (out_dir / f"prelude{key}.h.gch").exists():
+    header = _out_dir() / f"prelude{key}.h"
+    gch = header.with_name(header.name + ".gch")
+    if gch.exists():
         return str(header)
     if not header.exists():  # written whole then renamed: a parallel build never reads half of it
-        fd, part = tempfile.mkstemp(suffix=".h", dir=out_dir)
+        fd, part = tempfile.mkstemp(suffix=".h", dir=header.parent)
         with os.fdopen(fd, "w") as f:
             f.write(HEADER)
         os.replace(part, header)
-    fd, tmp = tempfile.mkstemp(suffix=".gch", dir=out_dir)
+    ok = _gxx([*code_flags, "-x", "c++-header", str(header)], gch).returncode == 0
+    return str(header) if ok else None
+
+
+def _out_dir():
+    from course_lib import env
+
+    out_dir = env.cache_dir() / "inductor"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return out_dir
+
+
+def _gxx(args: list[str], target) -> subprocess.CompletedProcess:
+    """Run ``g++ args -o <temp>`` and rename the result to ``target`` only when g++ succeeds.
+
+    The rename is atomic, so a parallel process (pytest -n, two notebooks) never loads a
+    half-written file from the cache.
+    """
+    fd, tmp = tempfile.mkstemp(suffix=target.suffix, dir=target.parent)
     os.close(fd)
-    proc = subprocess.run(["g++", *code_flags, "-x", "c++-header", str(header), "-o", tmp], capture_output=True)
-    if proc.returncode != 0:
+    proc = subprocess.run(["g++", *args, "-o", tmp], capture_output=True, text=True)
+    if proc.returncode == 0:
+        os.replace(tmp, target)
+    else:
         os.unlink(tmp)
-        return None
-    os.replace(tmp, out_dir / f"prelude{key}.h.gch")
-    return str(header)
+    return proc
 
 
 def compile_source(source: str, flags=None) -> str:
     """Compile ``source`` into a shared object cached by the hash of source and flags; return its path."""
-    from course_lib import env
-
     flags = list(flags or CFLAGS)
     key = hashlib.sha256((source + " ".join(flags)).encode()).hexdigest()[:20]
-    out_dir = env.cache_dir() / "inductor"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    so = out_dir / f"k{key}.so"
+    so = _out_dir() / f"k{key}.so"
     if so.exists():
         return str(so)
-    src = out_dir / f"k{key}.cpp"
+    src = so.with_suffix(".cpp")
     src.write_text(source)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
-    os.close(fd)
     prelude = precompiled_header(flags) if source.startswith(HEADER) else None
     pre = ["-include", prelude] if prelude else []
-    proc = subprocess.run(["g++", *flags, *pre, str(src), "-o", tmp, *LIBS], capture_output=True, text=True)
+    proc = _gxx([*flags, *pre, str(src), *LIBS], so)
     if proc.returncode != 0:
-        os.unlink(tmp)
         raise RuntimeError(f"g++ failed on {src.name}:\n{proc.stderr[-3000:]}")
-    os.replace(tmp, so)
     return str(so)
 
 
