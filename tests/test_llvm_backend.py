@@ -105,6 +105,6 @@ def test_mcinst_of_the_body_block():
 
 
 def test_without_llc_the_dag_is_still_built(monkeypatch):
-    monkeypatch.setattr(backend, "llc_path", lambda: None)
+    monkeypatch.setattr(backend, "llc_tool", lambda: None)
     dag, rows, mir = backend.isel_view(examples.SUM_PHI, "sum", "body")
     assert rows == [] and mir == [] and "load" in _ops(dag)

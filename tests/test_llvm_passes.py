@@ -192,7 +192,7 @@ def test_llc_walkthrough_shows_machine_ir_and_mcinst():
 
 
 def test_llc_missing_gives_a_sentence(monkeypatch):
-    monkeypatch.setattr(backend, "llc_path", lambda: None)
+    monkeypatch.setattr(backend, "llc_tool", lambda: None)
     out = backend.walkthrough(SUM_PHI)[0][1]
     assert not out.ok and "apt-get install llvm" in out.text
 

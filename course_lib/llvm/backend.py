@@ -54,16 +54,20 @@ class ToolOutput:
         return self.text
 
 
-def llc_path() -> str | None:
+def llc_tool() -> tools.Tool | None:
     """The newest installed ``llc`` (LLVM 14 or later), or None."""
-    tool = tools.find("llc")
+    return tools.find("llc")
+
+
+def llc_path() -> str | None:
+    tool = llc_tool()
     return tool.path if tool else None
 
 
 def llc_version() -> str | None:
-    """``"19.1.7"`` style version of the ``llc`` :func:`llc_path` finds, or None."""
-    tool = tools.find("llc")
-    return tool.version if tool and llc_path() else None
+    """``"19.1.7"`` style version of the installed ``llc``, or None."""
+    tool = llc_tool()
+    return tool.version if tool else None
 
 
 def _input_file(llvm_text: str) -> str:
@@ -76,14 +80,12 @@ def _input_file(llvm_text: str) -> str:
 
 def run_llc(llvm_text: str, *flags: str, triple: str = "x86_64-unknown-linux-gnu", stderr: bool = False) -> ToolOutput:
     """Run ``llc -O2 -mtriple=<triple> <flags> input.ll -o -``; stdout (or stderr) as text."""
-    path = llc_path()
-    if path is None:
+    tool = llc_tool()
+    if tool is None:
         return ToolOutput(False, MISSING_LLC)
-    tool = tools.find("llc")
-    extra = tool.flags if tool and tool.path == path else []
     args = [
-        path,
-        *extra,
+        tool.path,
+        *tool.flags,
         "-O2",
         f"-mtriple={triple}",
         *flags,

@@ -391,20 +391,18 @@ def run_passes(module, names: Sequence[str], tm=None, tool: str = "auto", cpu: s
     tm = tm or host_target_machine()
     stages, ran_by = [("input", _clean(str(mod)))], []
     for name in names:
+        if name not in SINGLE_PASSES and name not in OPT_ONLY:
+            raise ValueError(f"unknown pass {name!r}; known: {sorted({*SINGLE_PASSES, *OPT_ONLY})}")
         if tool == "opt" or name in OPT_ONLY:
-            if name not in SINGLE_PASSES and name not in OPT_ONLY:
-                raise ValueError(f"unknown pass {name!r}; known: {sorted({*SINGLE_PASSES, *OPT_ONLY})}")
             mod = parse(run_opt(str(mod), OPT_NAMES.get(name, name), cpu))
             ran_by.append(str(opt_tool()))
-        elif name in SINGLE_PASSES:
+        else:
             pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=2))
             mpm = llvm.create_new_module_pass_manager()
             SINGLE_PASSES[name](mpm)
             mpm.run(mod, pb)
             mod.verify()
             ran_by.append("llvmlite")
-        else:
-            raise ValueError(f"unknown pass {name!r}; known: {sorted({*SINGLE_PASSES, *OPT_ONLY})}")
         stages.append((name, _clean(str(mod))))
     return PassRun(stages, ran_by)
 
