@@ -49,16 +49,6 @@ def workloads():
     }
 
 
-def median_time(fn, args, reps=15) -> float:
-    fn(*args)
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn(*args)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def interleaved(fns: dict, args, rounds=9, reps=5) -> dict:
     """Median seconds per call of each fn, measured round-robin (reps calls per fn per round)."""
     for fn in fns.values():
