@@ -420,6 +420,12 @@ def register_dynamo_backend(name, compiler_fn) -> None:
     registry = require("torch._dynamo.backends.registry")
     if name in getattr(registry, "_COMPILER_FNS", {}):
         return
+    # torch.compile(backend=name) in a fresh process finds the name through the entry point first,
+    # imports the package (which calls us), then registers what it loaded itself: registering here
+    # as well would make torch raise "duplicate name". Leave that path to the registry.
+    pending = getattr(registry, "_BACKENDS", {}).get(name)
+    if pending is not None and hasattr(pending, "load"):
+        return
     registry.register_backend(compiler_fn=compiler_fn, name=name)
 
 
