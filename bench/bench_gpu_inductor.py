@@ -1,0 +1,199 @@
+"""Kernel time of eager, Inductor and course_lib's Triton backend on one GPU, measured honestly.
+
+What is measured, per workload, at 16384 x 4096 float32 (256 MiB a tensor, about four times the
+H200's L2 for every input alone):
+
+* time: ``triton.testing.do_bench`` (CUDA events around each launch, L2 flushed before each rep,
+  median over ~100 ms of reps). At this size a kernel runs for hundreds of microseconds, so the
+  Python call of a compiled function (tens of microseconds) is a small part of it; the old
+  recording at 4096 x 1024 timed that call with ``perf_counter`` and measured mostly Python.
+* bytes moved: the compulsory traffic, every input read once and every output written once.
+  A kernel can only move more than this (a second read of a row, a spilled intermediate).
+* fraction of bandwidth: (bytes / time) over the bandwidth of ``dst.copy_(src)`` on the same
+  card in the same process (bytes read plus bytes written), the ceiling for a memory-bound op.
+* cold compile: seconds for the first call of each compiled function (Dynamo, the backend,
+  Triton's compile; caches were empty only if the machine was fresh).
+* the generated code: Inductor's output code (its ``triton_poi_`` / ``triton_per_`` / ``triton_red_``
+  kernels and their ``@triton_heuristics`` decorators) and course_lib's Triton, for 04c to show
+  side by side.
+
+``main(results_dir)`` is the ``make bench`` entry (it says so and stops without CUDA);
+``device/record_inductor.py`` calls ``run()`` on the H200 and stores the result in data/inductor/. ``--smoke`` runs the
+same code path on tiny tensors on the CPU (Triton interpreter; no timing), to test the script.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+ROWS, COLS = 16384, 4096
+
+
+def workloads(torch, device: str, rows: int, cols: int) -> dict:
+    """name -> (fn, args, bytes moved). Inputs are random: zeros can hide wrong indexing."""
+    import torch.nn.functional as F
+
+    g = torch.Generator(device="cpu").manual_seed(0)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g).to(device)
+
+    x, y = randn(rows, cols), randn(rows, cols)
+    w, b = randn(cols), randn(cols)
+    t = torch.randint(0, cols, (rows,), generator=g).to(device)
+    big, vec = rows * cols * 4, cols * 4
+    return {
+        "gelu_bias": (lambda x, b: F.gelu(x + b), (x, b), 2 * big + vec),
+        "silu_gate": (lambda x, y: F.silu(x) * y, (x, y), 3 * big),
+        "tanh_chain": (lambda x: torch.tanh(torch.tanh(x) * 2.0 + 1.0), (x,), 2 * big),
+        "softmax": (lambda x: torch.softmax(x, -1), (x,), 2 * big),
+        "layernorm": (lambda x, w, b: F.layer_norm(x, (cols,), w, b), (x, w, b), 2 * big + 2 * vec),
+        "rmsnorm": (
+            lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w,
+            (x, w),
+            2 * big + vec,
+        ),
+        "cross_entropy": (lambda x, t: F.cross_entropy(x, t), (x, t), big + rows * 8 + 4),
+        "add_layernorm": (
+            lambda x, y, w, b: F.layer_norm(x + y, (cols,), w, b),
+            (x, y, w, b),
+            3 * big + 2 * vec,
+        ),
+    }
+
+
+def kernel_kinds(code: str) -> dict:
+    """Inductor's kernel names by kind (pointwise / persistent reduction / looped reduction) and
+    the ``@triton_heuristics`` decorator each kernel carries."""
+    names = re.findall(r"def (triton_(?:poi|per|red)_\w+)\(", code)
+    return {
+        "pointwise": sum(n.startswith("triton_poi_") for n in names),
+        "persistent_reduction": sum(n.startswith("triton_per_") for n in names),
+        "looped_reduction": sum(n.startswith("triton_red_") for n in names),
+        "heuristics": sorted(set(re.findall(r"@triton_heuristics\.(\w+)\(", code))),
+    }
+
+
+def _copy_bandwidth(torch, do_bench, rows: int, cols: int) -> float:
+    """Bytes per second of a device-to-device copy of one workload-sized tensor (read + write)."""
+    src = torch.randn(rows, cols, device="cuda")
+    dst = torch.empty_like(src)
+    ms = do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
+    return 2 * src.numel() * src.element_size() / (ms * 1e-3)
+
+
+def _first_call(fn, args, sync) -> tuple[object, float]:
+    t0 = time.perf_counter()
+    out = fn(*args)
+    sync()
+    return out, time.perf_counter() - t0
+
+
+def _close(a, b, torch) -> bool:
+    return bool(torch.allclose(a.float(), b.float(), rtol=1e-3, atol=1e-4))
+
+
+def run(smoke: bool = False) -> dict:
+    import torch
+
+    import course_lib  # noqa: F401  (sets Triton's mode before torch/triton load)
+    import course_lib.inductor as ind
+    from course_lib import compat
+
+    device = "cpu" if smoke else "cuda"
+    rows, cols = (8, 32) if smoke else (ROWS, COLS)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    do_bench = None
+    if not smoke:
+        from triton.testing import do_bench
+    torch.set_grad_enabled(False)
+    copy_bw = _copy_bandwidth(torch, do_bench, rows, cols) if do_bench else None
+    result = {"shape": [rows, cols], "copy_GBps": copy_bw / 1e9 if copy_bw else None, "rows": [], "sources": {}}
+    for name, (fn, args, nbytes) in workloads(torch, device, rows, cols).items():
+        row: dict = {"workload": name, "bytes": nbytes}
+        ref = fn(*args)
+        try:
+            compat.dynamo_reset()
+            rec: list = []
+            course = torch.compile(
+                fn, backend=lambda gm, ex, rec=rec: ind.compile_fx(gm, ex, codegen="triton", record=rec)
+            )
+            out, row["course_compile_s"] = _first_call(course, args, sync)
+            row["course_correct"] = _close(out, ref, torch)
+            compiled = [c for k, c in rec if k == "compiled"]
+            row["course_kernels"] = sum(c.kernel_count for c in compiled)
+            row["course_graphs"] = [k for k, _ in rec]
+            course_src = "\n\n".join(c.kernel_code for c in compiled)
+            inductor_src = ""
+            if not smoke:
+                _, codes = compat.inductor_output_code(fn, *args)
+                inductor_src = "\n\n".join(codes)
+                row["inductor_kinds"] = kernel_kinds(inductor_src)
+                compat.dynamo_reset()
+                inductor = torch.compile(fn, backend="inductor")
+                out, row["inductor_compile_s"] = _first_call(inductor, args, sync)
+                row["inductor_correct"] = _close(out, ref, torch)
+                for label, f in (("eager", fn), ("inductor", inductor), ("course", course)):
+                    ms = do_bench(lambda f=f: f(*args), warmup=25, rep=100, return_mode="median")
+                    row[f"{label}_ms"] = ms
+                    row[f"{label}_bw_fraction"] = nbytes / (ms * 1e-3) / copy_bw
+                row["course_over_inductor"] = row["course_ms"] / row["inductor_ms"]
+            result["sources"][name] = {"course": course_src, "inductor": inductor_src}
+        except Exception as exc:  # record the failure, keep going
+            row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        result["rows"].append(row)
+        print(_line(row), flush=True)
+    return result
+
+
+def _line(row: dict) -> str:
+    if "error" in row:
+        return f"{row['workload']:14s} ERROR {row['error']}"
+    if "course_ms" not in row:
+        return f"{row['workload']:14s} course correct={row['course_correct']} kernels={row['course_kernels']}"
+    return (
+        f"{row['workload']:14s} eager {row['eager_ms']:7.3f} ms ({row['eager_bw_fraction']:4.2f})  "
+        f"inductor {row['inductor_ms']:7.3f} ms ({row['inductor_bw_fraction']:4.2f})  "
+        f"course {row['course_ms']:7.3f} ms ({row['course_bw_fraction']:4.2f})  "
+        f"course/inductor {row['course_over_inductor']:4.2f}  correct {row['course_correct']}"
+    )
+
+
+def table(result: dict) -> str:
+    """The 04c table: one line per workload (times in ms, fraction of measured copy bandwidth)."""
+    head = f"{'workload':14s} {'MB moved':>9s} {'eager':>14s} {'Inductor':>14s} {'course_lib':>14s} {'course/Ind':>10s}"
+    lines = [head, "-" * len(head)]
+    for r in result["rows"]:
+        if "course_ms" not in r:
+            continue
+        cells = [f"{r[k + '_ms']:6.3f} ({r[k + '_bw_fraction']:4.2f})" for k in ("eager", "inductor", "course")]
+        lines.append(
+            f"{r['workload']:14s} {r['bytes'] / 1e6:9.0f} {cells[0]:>14s} {cells[1]:>14s} {cells[2]:>14s} "
+            f"{r['course_over_inductor']:10.2f}"
+        )
+    return "\n".join(lines)
+
+
+def main(results_dir: pathlib.Path) -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        print("bench gpu_inductor: no CUDA device here; the H200 numbers are in data/inductor/inductor_gpu.json")
+        return
+    result = run()
+    results_dir.mkdir(parents=True, exist_ok=True)
+    (results_dir / "gpu_inductor.json").write_text(json.dumps(result, indent=1))
+    print(table(result))
+
+
+if __name__ == "__main__":
+    if "--smoke" in sys.argv:
+        run(smoke=True)
+    else:
+        main(pathlib.Path(__file__).parent / "results")
