@@ -140,7 +140,7 @@ def run(smoke: bool = False) -> dict:
                 out, row["inductor_compile_s"] = _first_call(inductor, args, sync)
                 row["inductor_correct"] = _close(out, ref, torch)
                 for label, f in (("eager", fn), ("inductor", inductor), ("course", course)):
-                    ms = do_bench(lambda f=f: f(*args), warmup=25, rep=100, return_mode="median")
+                    ms = do_bench(lambda f=f, args=args: f(*args), warmup=25, rep=100, return_mode="median")
                     row[f"{label}_ms"] = ms
                     row[f"{label}_bw_fraction"] = nbytes / (ms * 1e-3) / copy_bw
                 row["course_over_inductor"] = row["course_ms"] / row["inductor_ms"]
