@@ -11,6 +11,8 @@ deterministic: no absolute paths, no memory addresses, no tool versions.
 * :func:`panes`  two or more texts side by side (e.g. TTIR | TTGIR | PTX).
 * :func:`diff`   a line diff between two stages of a pipeline.
 * :func:`table`  rows as an HTML table / aligned text.
+* :func:`interact` an ipywidgets control over a plain function; without ipywidgets, one plain
+  call with the starting values and a sentence saying what is missing.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import html
+import inspect
 import re
 import shutil
 import subprocess
@@ -25,8 +28,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pygments import highlight
-from pygments.formatters import HtmlFormatter
 from pygments.filter import simplefilter
+from pygments.formatters import HtmlFormatter
 from pygments.lexer import RegexLexer, bygroups
 from pygments.lexers import get_lexer_by_name
 from pygments.token import Comment, Error, Keyword, Name, Number, Operator, Punctuation, String, Text
@@ -144,8 +147,12 @@ def highlight_html(text: str, lang: str) -> str:
 
 # ----------------------------------------------------------------------------- code views
 
+# white-space:pre and word-break:normal override JupyterLab's output CSS (pre-wrap + break-all),
+# which broke lines inside identifiers ("prim als_2") and pushed SASS columns out of line: a long
+# line scrolls sideways instead, so columns stay aligned.
 _PRE = (
     "margin:0;padding:6px;font-size:12px;line-height:1.35;overflow:auto;"
+    "white-space:pre;word-break:normal;overflow-wrap:normal;"
     "max-height:{h}px;background:#f8f8f8;border:1px solid #ddd"
 )
 
@@ -230,13 +237,21 @@ class DiffView:
         rows = []
         for line in self.lines:
             bg = colours.get(line[:1], "transparent")
-            body = highlight_html(line[1:], self.lang) if line[:1] in " +-" and not line.startswith(("+++", "---")) else html.escape(line[1:])
-            rows.append(f"<div style='background:{bg}'><span style='color:#888'>{html.escape(line[:1])}</span>{body}</div>")
+            body = (
+                highlight_html(line[1:], self.lang)
+                if line[:1] in " +-" and not line.startswith(("+++", "---"))
+                else html.escape(line[1:])
+            )
+            rows.append(
+                f"<div style='background:{bg}'><span style='color:#888'>{html.escape(line[:1])}</span>{body}</div>"
+            )
         summary = f"<div style='font-size:12px'>+{self.added} −{self.removed} lines</div>"
         return f"{summary}<pre style='{_PRE.format(h=500)}'>{''.join(rows)}</pre>"
 
 
-def diff(a: str, b: str, lang: str = "text", titles: tuple[str, str] = ("before", "after"), context: int = 2) -> DiffView:
+def diff(
+    a: str, b: str, lang: str = "text", titles: tuple[str, str] = ("before", "after"), context: int = 2
+) -> DiffView:
     """The line diff from ``a`` to ``b`` (unified format, ``context`` lines around changes)."""
     lines = difflib.unified_diff(str(a).splitlines(), str(b).splitlines(), titles[0], titles[1], lineterm="", n=context)
     return DiffView(tuple(lines), titles, lang)
@@ -407,7 +422,9 @@ def fx_graph(graph: Any, title: str = "", highlight: dict[str, str] | None = Non
     """
     g = getattr(graph, "graph", graph)
     highlight = highlight or {}
-    lines = [f"digraph fx {{ rankdir={rankdir}; node [shape=box, style=\"rounded,filled\", fontname=\"monospace\", fontsize=10];"]
+    lines = [
+        f'digraph fx {{ rankdir={rankdir}; node [shape=box, style="rounded,filled", fontname="monospace", fontsize=10];'
+    ]
     if title:
         lines.append(f'label="{dot_escape(title)}"; labelloc=t;')
     for node in g.nodes:
@@ -423,3 +440,128 @@ def fx_graph(graph: Any, title: str = "", highlight: dict[str, str] | None = Non
                 lines.append(f'  "{src.name}" -> "{node.name}";')
     lines.append("}")
     return GraphView("\n".join(lines))
+
+
+# ----------------------------------------------------------------------------- widgets
+
+MISSING_IPYWIDGETS = (
+    "ipywidgets is not installed, so this shows one setting ({args}); call {name}(...) with other values to explore."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Knob:
+    """One control of :func:`interact`: a slider, a choice of options, a checkbox, or a fixed value.
+
+    Plain data, so a notebook can describe its controls without importing ipywidgets.
+    """
+
+    kind: str  # "slider" | "choice" | "check" | "fixed"
+    value: Any
+    options: tuple[Any, ...] = ()
+    bounds: tuple[int, int, int] = (0, 0, 1)  # min, max, step (sliders)
+    style: str = "dropdown"  # choices: "dropdown" | "slider" | "toggle"
+    label: str = ""
+
+
+def slider(lo: int, hi: int, step: int = 1, value: int | None = None, label: str = "") -> Knob:
+    """An integer slider from ``lo`` to ``hi``; starts at ``value`` (default ``lo``)."""
+    if hi < lo or step <= 0:
+        raise ValueError(f"slider({lo}, {hi}, {step}): want lo <= hi and step > 0")
+    start = lo if value is None else value
+    if not lo <= start <= hi:
+        raise ValueError(f"slider value {start} is outside [{lo}, {hi}]")
+    return Knob("slider", start, bounds=(lo, hi, step), label=label)
+
+
+def choice(options: Sequence[Any], value: Any = None, style: str = "dropdown", label: str = "") -> Knob:
+    """One of ``options`` (a dropdown, a slider over the options, or toggle buttons)."""
+    options = tuple(options)
+    if not options:
+        raise ValueError("choice() needs at least one option")
+    if style not in ("dropdown", "slider", "toggle"):
+        raise ValueError(f"choice style {style!r}: choose 'dropdown', 'slider' or 'toggle'")
+    start = options[0] if value is None else value
+    if start not in options:
+        raise ValueError(f"choice value {start!r} is not one of {options!r}")
+    return Knob("choice", start, options=options, style=style, label=label)
+
+
+def fixed(value: Any) -> Knob:
+    """A value passed as it is, with no control."""
+    return Knob("fixed", value)
+
+
+def _as_knob(name: str, spec: Any, default: Any) -> Knob:
+    """Shorthands as in ipywidgets.interact: a list is a choice, ``(lo, hi[, step])`` a slider,
+    a bool a checkbox. The function's own default is the starting value when it is allowed."""
+    if isinstance(spec, Knob):
+        return spec
+    if isinstance(spec, bool):
+        return Knob("check", spec)
+    if isinstance(spec, list):
+        return choice(spec, default if default in spec else None)
+    if isinstance(spec, tuple) and len(spec) in (2, 3) and all(isinstance(v, int) for v in spec):
+        lo, hi, *step = spec
+        start = default if isinstance(default, int) and lo <= default <= hi else None
+        return slider(lo, hi, step[0] if step else 1, start)
+    raise ValueError(f"interact: knob {name}={spec!r} is not a list, a (lo, hi[, step]) tuple, a bool or a viz.Knob")
+
+
+def _widget(ipywidgets: Any, name: str, knob: Knob) -> Any:
+    desc = knob.label or name
+    if knob.kind == "fixed":
+        return ipywidgets.fixed(knob.value)
+    if knob.kind == "check":
+        return ipywidgets.Checkbox(value=knob.value, description=desc)
+    if knob.kind == "slider":
+        lo, hi, step = knob.bounds
+        return ipywidgets.IntSlider(
+            value=knob.value, min=lo, max=hi, step=step, description=desc, continuous_update=False
+        )
+    widget = {"dropdown": ipywidgets.Dropdown, "slider": ipywidgets.SelectionSlider, "toggle": ipywidgets.ToggleButtons}
+    kwargs = {"continuous_update": False} if knob.style == "slider" else {}
+    return widget[knob.style](options=list(knob.options), value=knob.value, description=desc, **kwargs)
+
+
+def _show(value: Any) -> None:
+    if value is None:
+        return
+    try:
+        from IPython.display import display
+    except ImportError:
+        print(value)
+    else:
+        display(value)
+
+
+def interact(fn: Any, /, **knobs: Any) -> None:
+    """Controls for ``fn``'s keyword arguments; moving one calls ``fn`` again and shows its output.
+
+    ``fn`` stays a plain function that tests and nbval call directly; this is the thin layer over
+    it. Knobs: :func:`slider`, :func:`choice`, :func:`fixed`, or the ipywidgets shorthands (a
+    list, a ``(lo, hi[, step])`` tuple, a bool). Without ipywidgets (or outside a notebook), ``fn``
+    is called once with the starting values and its result shown, with a sentence saying so.
+    Returns None, so a cell ending in ``viz.interact(...)`` prints nothing extra.
+    """
+    if not callable(fn):
+        raise TypeError(f"interact() needs a function, not {type(fn).__name__}")
+    params = inspect.signature(fn).parameters
+    unknown = [k for k in knobs if k not in params and not any(p.kind is p.VAR_KEYWORD for p in params.values())]
+    if unknown:
+        raise ValueError(f"interact: {getattr(fn, '__name__', 'the function')} has no argument {', '.join(unknown)}")
+    specs = {}
+    for name, spec in knobs.items():
+        default = params[name].default if name in params else inspect.Parameter.empty
+        specs[name] = _as_knob(name, spec, default)
+    try:
+        import ipywidgets
+    except ImportError:
+        ipywidgets = None
+    if ipywidgets is None:
+        shown = ", ".join(f"{k}={v.value!r}" for k, v in specs.items() if v.kind != "fixed")
+        print(MISSING_IPYWIDGETS.format(args=shown or "the defaults", name=getattr(fn, "__name__", "the function")))
+        _show(fn(**{k: v.value for k, v in specs.items()}))
+        return None
+    ipywidgets.interact(fn, **{k: _widget(ipywidgets, k, v) for k, v in specs.items()})
+    return None

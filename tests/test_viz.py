@@ -102,3 +102,57 @@ def test_table_text_and_html():
     assert "1.235" in str(t) and "<caption>T</caption>" in t._repr_html_()
     with pytest.raises(ValueError, match="has 2 cells; expected 1"):
         viz.table([("a",), ("b", "c")])
+
+
+def test_panes_scroll_sideways_instead_of_breaking_identifiers():
+    # JupyterLab's output CSS wraps <pre> with word-break:break-all; the panes must override it.
+    html = viz.panes({"SASS": SAMPLES["sass"], "PTX": SAMPLES["ptx"]})._repr_html_()
+    for pre in re.findall(r"<pre style='([^']*)'", html):
+        assert "white-space:pre;" in pre and "word-break:normal" in pre and "overflow:auto" in pre
+
+
+def _show_tile(tile: int = 8, n: int = 32, fast: bool = False):
+    return f"tile={tile} n={n} fast={fast}"
+
+
+def test_interact_without_ipywidgets_is_one_plain_call(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)  # import ipywidgets now raises ImportError
+    shown = []
+    monkeypatch.setattr(viz, "_show", shown.append)
+    assert viz.interact(_show_tile, tile=[2, 4, 8, 16], n=viz.fixed(64), fast=False) is None
+    assert shown == ["tile=8 n=64 fast=False"]  # the function's default 8 is the starting value
+    out = capsys.readouterr().out
+    assert "ipywidgets is not installed" in out and "tile=8" in out and "_show_tile(" in out
+    shown.clear()
+    viz.interact(_show_tile, tile=viz.slider(1, 9, 2, value=5), n=(1, 100))
+    assert shown == ["tile=5 n=32 fast=False"]
+
+
+def test_interact_builds_one_widget_per_knob(monkeypatch):
+    ipywidgets = pytest.importorskip("ipywidgets")
+    seen = {}
+    monkeypatch.setattr(ipywidgets, "interact", lambda fn, **w: seen.update(w))
+    viz.interact(_show_tile, tile=viz.choice([2, 4, 8], style="slider"), n=(1, 64, 1), fast=True)
+    assert isinstance(seen["tile"], ipywidgets.SelectionSlider) and seen["tile"].value == 2
+    assert isinstance(seen["n"], ipywidgets.IntSlider) and (seen["n"].min, seen["n"].max, seen["n"].value) == (1, 64, 32)
+    assert isinstance(seen["fast"], ipywidgets.Checkbox) and seen["fast"].value is True
+    # a real interactive widget re-renders its output when a control moves
+    w = ipywidgets.interactive(_show_tile, tile=viz._widget(ipywidgets, "tile", viz.choice([2, 4, 8], value=4)))
+    assert w.result == "tile=4 n=32 fast=False"
+    w.children[0].value = 8
+    assert w.result == "tile=8 n=32 fast=False"
+
+
+def test_interact_bad_knobs_are_clear_errors():
+    with pytest.raises(ValueError, match="has no argument size"):
+        viz.interact(_show_tile, size=[1, 2])
+    with pytest.raises(ValueError, match="is not a list"):
+        viz.interact(_show_tile, tile="big")
+    with pytest.raises(ValueError, match="not one of"):
+        viz.choice([1, 2], value=3)
+    with pytest.raises(ValueError, match="outside"):
+        viz.slider(0, 4, value=9)
+    with pytest.raises(TypeError, match="needs a function"):
+        viz.interact(42)
