@@ -24,8 +24,99 @@ def test_wrong_answer_fails_with_expected_got_and_hint():
     assert r.status == check.FAILED
     assert r.expected == "2" and r.got == "3"
     text = str(r)
-    assert "expected: 2" in text and "got:      3" in text and "hint: one plus one" in text
-    assert "❌" in r._repr_html_()
+    assert "expected: 2" in text and "got: 3" in text and "hint 1: one plus one" in text
+    assert "FAIL</span>" in r._repr_html_()
+
+
+def test_no_hint_before_an_attempt_and_hints_grow_with_failures():
+    lab = check.Lab("t")
+    hints = ["nudge", "stronger", "strongest"]
+
+    def stub():
+        raise NotImplementedError
+
+    r = lab.run("x", stub, expected=1, hint=hints)
+    assert r.status == check.NOT_ATTEMPTED and r.hints == () and "nudge" not in str(r) and "nudge" not in r._repr_html_()
+    assert lab.run("x", lambda: 2, expected=1, hint=hints).hints == ("nudge",)
+    r = lab.run("x", lambda: 3, expected=1, hint=hints)
+    assert r.hints == ("nudge", "stronger") and r.attempt == 2 and "1 left" in str(r)
+    assert lab.run("x", lambda: [][0], expected=1, hint=hints).hints == tuple(hints)  # raising counts too
+    r = lab.run("x", lambda: 1, expected=1, hint=hints)
+    assert r.passed and r.hints == () and r.attempt == 4
+
+
+def test_failed_prediction_never_shows_the_expected_value():
+    lab = check.Lab("t")
+    kw = dict(expected=48, predict=True, explanation="48 = 2 x 24", hint=["count the loads"])
+    r = lab.run("p", lambda: 12, **kw)
+    text = str(r) + r._repr_html_()
+    assert r.status == check.FAILED and "48" not in text and "too low" in r.message and "factor of 2" in r.message
+    assert r.explanation == ""  # offered only after two misses
+    r = lab.run("p", lambda: 50, **kw)
+    assert "too high, but within 10%" in r.message and "48" not in r.message
+    assert r.explanation == "48 = 2 x 24" and r.expected == ""
+
+
+@pytest.mark.parametrize(
+    ("expected", "got", "words"),
+    [
+        ([1, 2, 3], [1, 5, 3], ["1 of 3 entries", "entry 1 too high"]),
+        ([1, 2], [1, 2, 3], ["2 entries"]),
+        ({"a", "b"}, {"a", "c", "d"}, ["1 of your 3 items", "too many"]),
+        ({"k": 4}, {"k": 1}, ["'k' too low"]),
+        ("LoopVectorizePass", "SLPVectorizerPass", ["not the answer"]),
+        (2, -2, ["sign"]),
+    ],
+)
+def test_prediction_feedback_gives_direction_not_value(expected, got, words):
+    msg = check.feedback.describe(expected, got)
+    assert all(w in msg for w in words), msg
+    assert "LoopVectorizePass" not in msg and "'b'" not in msg
+
+
+def test_instructor_mode_shows_everything(monkeypatch):
+    monkeypatch.setenv("COURSE_INSTRUCTOR", "1")
+    lab = check.Lab("t")
+    r = lab.run("p", lambda: 3, expected=5, predict=True, hint=["a", "b"], explanation="why")
+    assert r.expected == "5" and r.hints == ("a", "b") and r.explanation == "why"
+
+
+def test_the_reference_is_guarded_while_the_check_runs():
+    from course_lib.ir import cfg
+
+    def cheat(fn):
+        return cfg.idoms(fn)
+
+    from course_lib import ir
+
+    def loop(n: int) -> int:
+        s = 0
+        for i in range(n):
+            s += i
+        return s
+
+    g = ir.from_python(loop)
+    r = check.Lab("t").run("idoms", lambda: cheat(g), expected=lambda: cfg.idoms(g), guard=["course_lib.ir.cfg:idoms"])
+    assert r.status == check.FAILED and "reference implementation (ir.cfg.idoms)" in r.message
+    assert not hasattr(cfg.idoms, "__course_guard__")  # put back afterwards
+    # a name imported into the caller's namespace is guarded too, and course_lib's own calls still work
+    globals()["idoms_alias"] = cfg.idoms
+    try:
+        r = check.Lab("t").run("alias", lambda: idoms_alias(g), expected=1, guard=["course_lib.ir.cfg:idoms"])  # noqa: F821
+        assert r.status == check.FAILED and "reference" in r.message
+        r = check.Lab("t").run("inner", lambda: cfg.dominance_frontiers(g), expected=lambda: cfg.dominance_frontiers(g),
+                               guard=["course_lib.ir.cfg:idoms"])  # fmt: skip
+        assert r.passed
+    finally:
+        del globals()["idoms_alias"]
+
+
+def test_status_marks_need_no_emoji_font():
+    lab = check.Lab("t")
+    lab.run("a", lambda: 1, expected=1)
+    lab.run("b", lambda: 1, expected=2)
+    for text in (str(lab.summary()), lab.summary()._repr_html_(), lab.results["b"]._repr_html_()):
+        assert all(ord(ch) < 0x2000 for ch in text), text
 
 
 def test_unfinished_answer_is_not_attempted():
@@ -102,6 +193,7 @@ def test_summary_counts_each_outcome():
     s = lab.summary()
     assert s.counts() == {"passed": 1, "failed": 1, "not attempted": 1, "raised": 1}
     assert str(s).startswith("Module X: 1/4 passed")
+    assert "1 attempt " in str(s) and "0 attempts" in str(s)
     assert "width:25.0%" in s._repr_html_()
 
 

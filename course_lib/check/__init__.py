@@ -1,12 +1,24 @@
 """Exercise checks: run a learner's answer, compare it with the reference, explain the result.
 
-Every check cell in the labs calls :meth:`Lab.run`. A check has four outcomes:
+Teaches nothing of the stack itself; it is the grader every lab calls (the role of nbgrader's
+autograder cells and of the GPU-Puzzles / Triton-Puzzles checkers). Every check cell calls
+:meth:`Lab.run`. A check has four outcomes:
 
 * ``passed``        the answer matches;
-* ``failed``        it ran but does not match: expected vs got, a diff, and the hint;
+* ``failed``        it ran but does not match: what was got, a diff where that helps, hints;
 * ``not attempted`` the stub still raises ``NotImplementedError``;
 * ``raised``        the learner's code raised another exception: its type, message and the
                     learner's own line (never a traceback from inside course_lib).
+
+What a learner is shown depends on how far they got (a check is a teacher, not an answer key):
+
+* no hint before an attempt; after the n-th failed attempt the first n hints (``hint`` may be a
+  list: a nudge first, then stronger ones; never the code);
+* a *prediction* (``predict=True``) never shows the expected value: a miss says how far off and
+  in which direction (:mod:`course_lib.check.feedback`); after two misses the ``explanation``;
+* ``COURSE_INSTRUCTOR=1`` shows everything: expected value, every hint, the explanation;
+* ``guard=["course_lib.ir.cfg:idoms", ...]`` swaps the reference for a guard while the check
+  runs (:mod:`course_lib.check.guard`), so calling it fails with "you called the reference".
 
 A check never lets an exception out of the cell, so a lab runs end to end whatever state the
 learner's answers are in. Under CI the environment variable ``COURSE_CHECK_STRICT`` turns the
@@ -14,44 +26,69 @@ outcomes back into errors: ``solutions`` fails on anything but ``passed`` (the r
 must pass), ``labs`` fails on ``failed`` / ``raised`` (a stub must read as not attempted, and a
 broken reference must not hide).
 
-Comparators take ``(expected, got)`` and return ``True``/``False``, ``(ok, message)`` or a
-:class:`Verdict`; they may also raise ``AssertionError(message)``. ``verify`` functions take
-``got`` alone, for answers checked by a property rather than against one value.
+Comparators live in :mod:`course_lib.check.compare`; oracles for exercises checked on many
+inputs (random CFGs, ragged kernel shapes, collective traffic) in :mod:`course_lib.check.oracles`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import html
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from course_lib.check import feedback
+from course_lib.check.compare import (  # noqa: F401  (public names of course_lib.check)
+    Verdict,
+    as_verdict,
+    close,
+    equal,
+    per_input,
+    predicate,
+    same_set,
+    same_text,
+    short_repr,
+)
+from course_lib.check.guard import COURSE_LIB, ReferenceCalled, guarded, learner_namespace
+
+_as_verdict = as_verdict  # the old private name
+
 PASSED, FAILED, NOT_ATTEMPTED, RAISED = "passed", "failed", "not attempted", "raised"
-_ICONS = {PASSED: "✅", FAILED: "❌", NOT_ATTEMPTED: "⬜", RAISED: "💥"}
+
+# Status marks that need no emoji font (issue 25 saw emoji as empty boxes): a short word for
+# text, a coloured CSS badge for HTML.
+_MARKS = {PASSED: "PASS", FAILED: "FAIL", NOT_ATTEMPTED: "TODO", RAISED: "ERROR"}
+_BADGE_COLOURS = {PASSED: "#137333", FAILED: "#c5221f", NOT_ATTEMPTED: "#5f6368", RAISED: "#b06000"}
 _COLOURS = {PASSED: "#e6f4ea", FAILED: "#fce8e6", NOT_ATTEMPTED: "#f1f3f4", RAISED: "#fef7e0"}
-_MAX_REPR = 2000
+EXPLANATION_AFTER = 2  # failed attempts before a prediction offers its explanation
 
 
 class CheckFailed(AssertionError):
     """Raised only in strict mode (CI), when an outcome is not allowed."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Verdict:
-    """What a comparator found: ``ok``, and a sentence (and optional diff) saying why."""
+def instructor_mode() -> bool:
+    """``COURSE_INSTRUCTOR=1`` (or ``true``/``yes``): show expected values, every hint, explanations."""
+    return os.environ.get("COURSE_INSTRUCTOR", "").strip().lower() in {"1", "true", "yes", "on"}
 
-    ok: bool
-    message: str = ""
-    diff: str = ""
+
+def badge(status: str) -> str:
+    """An HTML badge for a status: coloured text, no emoji, no font needed beyond the page's own."""
+    style = (f"display:inline-block;min-width:3.2em;text-align:center;font:bold 11px monospace;"
+             f"color:white;background:{_BADGE_COLOURS[status]};border-radius:3px;padding:1px 4px")  # fmt: skip
+    return f"<span style='{style}'>{_MARKS[status]}</span>"
 
 
 @dataclasses.dataclass(frozen=True)
 class CheckResult:
-    """The outcome of one exercise check; prints as text and renders as HTML."""
+    """The outcome of one exercise check; prints as text and renders as HTML.
+
+    ``hints`` are the hints this learner has earned so far (one per failed attempt, capped);
+    ``expected`` is empty unless it may be shown (not a prediction, or instructor mode).
+    """
 
     name: str
     status: str
@@ -59,42 +96,60 @@ class CheckResult:
     expected: str = ""
     got: str = ""
     diff: str = ""
-    hint: str = ""
+    hints: tuple[str, ...] = ()
+    explanation: str = ""
+    attempt: int = 0
+    hidden_hints: int = 0
 
     @property
     def passed(self) -> bool:
         return self.status == PASSED
 
-    def __str__(self) -> str:
-        lines = [f"[{self.status.upper()}] {self.name}"]
+    @property
+    def hint(self) -> str:
+        """The hints shown, joined (the old single-hint field)."""
+        return " ".join(self.hints)
+
+    def _lines(self) -> list[tuple[str, str]]:
+        """(label, text) rows shared by the text and HTML renderings."""
+        rows = []
         if self.message:
-            lines.append(f"  {self.message}")
+            rows.append(("", self.message))
         if self.status == FAILED:
             if self.expected:
-                lines.append("  expected: " + _indent(self.expected))
+                rows.append(("expected", self.expected))
             if self.got:
-                lines.append("  got:      " + _indent(self.got))
-            if self.diff:
-                lines.append("  diff (- expected, + got):\n" + _indent(self.diff, "    ", first=True))
-        if self.hint and self.status != PASSED:
-            lines.append(f"  hint: {self.hint}")
+                rows.append(("got", self.got))
+        for k, h in enumerate(self.hints, 1):
+            rows.append((f"hint {k}", h))
+        if self.hidden_hints and self.status in (FAILED, RAISED):
+            rows.append(("", f"run the check again after another try for a stronger hint ({self.hidden_hints} left)"))
+        if self.explanation:
+            rows.append(("explanation", self.explanation))
+        return rows
+
+    def __str__(self) -> str:
+        head = f"[{self.status.upper()}] {self.name}" + (f"  (attempt {self.attempt})" if self.attempt > 1 else "")
+        lines = [head]
+        for label, text in self._lines():
+            lines.append(f"  {label + ': ' if label else ''}{_indent(text)}")
+        if self.status == FAILED and self.diff:
+            lines.append("  diff (- expected, + got):\n" + _indent(self.diff, "    ", first=True))
         return "\n".join(lines)
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
         esc = html.escape
-        parts = [f"<b>{_ICONS[self.status]} {esc(self.name)}: {esc(self.status)}</b>"]
-        if self.message:
-            parts.append(f"<div>{esc(self.message)}</div>")
-        if self.status == FAILED:
-            for label, text in (("expected", self.expected), ("got", self.got)):
-                if text:
-                    parts.append(f"<div><i>{label}</i><pre style='margin:0'>{esc(text)}</pre></div>")
-            if self.diff:
-                parts.append(f"<div><i>diff (- expected, + got)</i>{_diff_html(self.diff)}</div>")
-        if self.hint and self.status != PASSED:
-            parts.append(f"<div><i>hint:</i> {esc(self.hint)}</div>")
+        attempt = f" <small>(attempt {self.attempt})</small>" if self.attempt > 1 else ""
+        parts = [f"{badge(self.status)} <b>{esc(self.name)}</b>: {esc(self.status)}{attempt}"]
+        for label, text in self._lines():
+            if label in ("expected", "got"):
+                parts.append(f"<div><i>{label}</i><pre style='margin:0'>{esc(text)}</pre></div>")
+            else:
+                parts.append(f"<div>{'<i>' + esc(label) + ':</i> ' if label else ''}{esc(text)}</div>")
+        if self.status == FAILED and self.diff:
+            parts.append(f"<div><i>diff (- expected, + got)</i>{_diff_html(self.diff)}</div>")
         style = f"background:{_COLOURS[self.status]};padding:6px 10px;border-radius:4px"
         return f"<div style='{style}'>{''.join(parts)}</div>"
 
@@ -113,156 +168,12 @@ def _diff_html(diff: str) -> str:
     return "<pre style='margin:0'>" + "\n".join(rows) + "</pre>"
 
 
-def short_repr(value: Any, limit: int = _MAX_REPR) -> str:
-    """``repr``/``str`` of a value, cut to ``limit`` characters, deterministic for sets."""
-    if isinstance(value, (set, frozenset)):
-        try:
-            text = "{" + ", ".join(repr(v) for v in sorted(value, key=repr)) + "}"
-        except TypeError:  # pragma: no cover - unorderable mixed sets
-            text = repr(value)
-    elif isinstance(value, str) and "\n" in value:
-        text = value
-    else:
-        text = _tensor_summary(value) or repr(value)
-    return text if len(text) <= limit else text[: limit - 20] + f"... ({len(text)} chars)"
-
-
-def _tensor_summary(value: Any) -> str | None:
-    shape = getattr(value, "shape", None)
-    dtype = getattr(value, "dtype", None)
-    if shape is None or dtype is None or not hasattr(value, "tolist"):
-        return None
-    if _numel(value) <= 16:
-        return f"tensor({value.tolist()}, dtype={dtype})"
-    return f"<{type(value).__name__} shape={tuple(shape)} dtype={dtype}>"
-
-
-def _numel(value: Any) -> int:
-    n = 1
-    for s in value.shape:
-        n *= int(s)
-    return n
-
-
-# ----------------------------------------------------------------------------- comparators
-
-
-def equal(expected: Any, got: Any) -> Verdict:
-    """``==``; arrays and tensors must have the same shape and equal elements everywhere."""
-    if hasattr(expected, "shape") or hasattr(got, "shape"):
-        if getattr(expected, "shape", None) != getattr(got, "shape", None):
-            return Verdict(False, f"shape {getattr(got, 'shape', None)} but expected {getattr(expected, 'shape', None)}")
-    try:
-        result = expected == got
-        ok = bool(result.all()) if hasattr(result, "all") else bool(result)
-    except Exception:  # values that cannot be compared
-        ok = False
-    return Verdict(ok, "" if ok else "the answer differs from the expected value")
-
-
-def same_set(expected: Any, got: Any) -> Verdict:
-    """Set equality, reporting what is missing and what is extra."""
-    try:
-        exp, gt = set(expected), set(got)
-    except TypeError:
-        return Verdict(False, f"expected a set-like answer, got {type(got).__name__}")
-    if exp == gt:
-        return Verdict(True)
-    missing, extra = exp - gt, gt - exp
-    bits = []
-    if missing:
-        bits.append(f"missing {short_repr(missing)}")
-    if extra:
-        bits.append(f"unexpected {short_repr(extra)}")
-    return Verdict(False, "; ".join(bits))
-
-
-def same_text(expected: str, got: Any, *, strip: bool = True) -> Verdict:
-    """Line-by-line text equality (IR, code), with a unified diff on mismatch."""
-    if not isinstance(got, str):
-        got = str(got)
-    a, b = (expected.strip(), got.strip()) if strip else (expected, got)
-    a_lines = [line.rstrip() for line in a.splitlines()]
-    b_lines = [line.rstrip() for line in b.splitlines()]
-    if a_lines == b_lines:
-        return Verdict(True)
-    diff = "\n".join(difflib.unified_diff(a_lines, b_lines, "expected", "got", lineterm="", n=1))
-    first = next(i for i, (x, y) in enumerate(zip(a_lines + [None], b_lines + [None])) if x != y)
-    return Verdict(False, f"texts differ from line {first + 1}", diff)
-
-
-def close(rtol: float = 1e-5, atol: float = 1e-6) -> Callable[[Any, Any], Verdict]:
-    """Comparator for tensors/arrays: shape, dtype kind, then max error and where it is."""
-
-    def compare(expected: Any, got: Any) -> Verdict:
-        import numpy as np
-
-        exp, gt = _to_numpy(expected), _to_numpy(got)
-        if gt is None:
-            return Verdict(False, f"expected a tensor or array, got {type(got).__name__}")
-        if exp.shape != gt.shape:
-            return Verdict(False, f"shape {tuple(gt.shape)} but expected {tuple(exp.shape)}")
-        if exp.size == 0:
-            return Verdict(True)
-        exp64, got64 = exp.astype(np.float64), gt.astype(np.float64)
-        err = np.abs(exp64 - got64)
-        nan_mismatch = np.isnan(exp64) != np.isnan(got64)
-        err = np.where(np.isnan(exp64) & np.isnan(got64), 0.0, err)
-        err = np.where(nan_mismatch, np.inf, err)
-        bad = (err > atol + rtol * np.abs(np.nan_to_num(exp64))) | nan_mismatch
-        if not bad.any():
-            return Verdict(True, f"max abs error {float(err.max()):.3g}")
-        where = np.unravel_index(int(np.argmax(np.where(bad, err, -1))), err.shape)
-        idx = tuple(int(i) for i in where)
-        return Verdict(
-            False,
-            f"{int(bad.sum())} of {err.size} elements differ; worst at index {idx}: "
-            f"expected {exp64[idx]:.6g}, got {got64[idx]:.6g} (|err| {err[idx]:.3g}, "
-            f"allowed {atol:g} + {rtol:g}·|expected|)",
-        )
-
-    compare.__name__ = f"close(rtol={rtol}, atol={atol})"
-    return compare
-
-
-def _to_numpy(value: Any):
-    import numpy as np
-
-    if hasattr(value, "detach"):  # torch.Tensor, without importing torch here
-        value = value.detach().cpu()
-        if str(value.dtype) == "torch.bfloat16":
-            value = value.float()
-        return value.numpy()
-    if isinstance(value, (list, tuple, int, float, np.ndarray, np.generic)):
-        return np.asarray(value)
-    return None
-
-
-def predicate(fn: Callable[[Any], bool], description: str) -> Callable[[Any], Verdict]:
-    """A ``verify`` function from a boolean test and a sentence saying what it requires."""
-
-    def verify(got: Any) -> Verdict:
-        ok = bool(fn(got))
-        return Verdict(ok, "" if ok else f"the answer should satisfy: {description}")
-
-    return verify
-
-
-def _as_verdict(outcome: Any) -> Verdict:
-    if isinstance(outcome, Verdict):
-        return outcome
-    if isinstance(outcome, tuple) and len(outcome) == 2:
-        return Verdict(bool(outcome[0]), str(outcome[1]))
-    return Verdict(bool(outcome))
-
-
 # ----------------------------------------------------------------------------- running
 
 
 def _learner_frame(exc: BaseException) -> str:
     """The last traceback line that is not inside course_lib (the learner's own code)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(here)]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(COURSE_LIB)]
     if not frames:
         return ""
     f = frames[-1]
@@ -270,12 +181,31 @@ def _learner_frame(exc: BaseException) -> str:
     return f"{where}, line {f.lineno}, in {f.name}: {f.line or ''}".rstrip(": ")
 
 
+def _reference_message(exc: ReferenceCalled) -> str:
+    return (f"you called the reference implementation ({exc.name}); this exercise asks you to write it. "
+            "Use the building blocks the exercise names instead.")  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class _Outcome:
+    """What running and comparing found, before deciding what the learner may see."""
+
+    status: str
+    message: str = ""
+    expected: Any = None
+    has_expected: bool = False
+    got: str = ""
+    diff: str = ""
+
+
 class Lab:
-    """A notebook's exercises: run checks, remember outcomes, print the progress summary."""
+    """A notebook's exercises: run checks, remember outcomes and attempts, print the progress summary."""
 
     def __init__(self, title: str):
         self.title = title
         self.results: dict[str, CheckResult] = {}
+        self.attempts: dict[str, int] = {}  # runs that got past "not attempted"
+        self.failures: dict[str, int] = {}  # of those, the ones that failed or raised
         global _current
         _current = self
 
@@ -287,51 +217,93 @@ class Lab:
         *,
         compare: Callable[[Any, Any], Any] | None = None,
         verify: Callable[[Any], Any] | None = None,
-        hint: str = "",
+        hint: str | Iterable[str] = (),
+        predict: bool = False,
+        explanation: str = "",
+        guard: Iterable[str | tuple] = (),
     ) -> CheckResult:
         """Check one exercise. ``attempt`` is a zero-argument callable calling the learner's code.
 
-        ``expected`` may be a value or a zero-argument callable computing the reference lazily.
-        Give ``verify`` instead of ``expected``/``compare`` to check a property of the answer.
+        ``expected`` may be a value or a zero-argument callable computing the reference lazily
+        (before any guard is installed). Give ``verify`` instead of ``expected``/``compare`` to
+        check a property of the answer. ``hint``: one string or a list, weakest first.
+        ``predict``: the answer is a prediction, so a miss never shows the expected value.
+        ``guard``: references (``"package.module:attr"``) the learner's code may not call.
         """
-        result = self._evaluate(name, attempt, expected, compare, verify, hint)
+        hints = (hint,) if isinstance(hint, str) else tuple(hint)
+        hints = tuple(h for h in hints if h)
+        outcome = self._evaluate(attempt, expected, compare, verify, predict, tuple(guard), learner_namespace())
+        result = self._present(name, outcome, hints, predict, explanation)
         self.results[name] = result
         _enforce_strict(result)
         return result
 
-    def _evaluate(self, name, attempt, expected, compare, verify, hint) -> CheckResult:
-        try:
-            got = attempt()
-        except NotImplementedError:
-            return CheckResult(name, NOT_ATTEMPTED, "replace the `raise NotImplementedError` with your code", hint=hint)
-        except Exception as exc:  # the learner's code raised: show their line, not ours
-            where = _learner_frame(exc)
-            msg = f"{type(exc).__name__}: {exc}" + (f"  (at {where})" if where else "")
-            return CheckResult(name, RAISED, msg, hint=hint)
-        try:
-            if verify is not None:
-                verdict = _as_verdict(verify(got))
-                exp_text = ""
-            else:
-                exp = expected() if callable(expected) else expected
-                verdict = _as_verdict((compare or equal)(exp, got))
-                exp_text = short_repr(exp)
-        except AssertionError as exc:
-            verdict, exp_text = Verdict(False, str(exc)), ""
-        except Exception as exc:  # the answer has the wrong shape for the comparator
-            verdict = Verdict(False, f"could not compare the answer ({type(exc).__name__}: {exc})")
-            exp_text = ""
-        status = PASSED if verdict.ok else FAILED
-        return CheckResult(name, status, verdict.message, exp_text, short_repr(got), verdict.diff, hint)
+    def _evaluate(self, attempt, expected, compare, verify, predict, guard, namespace) -> _Outcome:
+        with guarded(guard, namespace):
+            try:
+                got = attempt()
+            except NotImplementedError:
+                return _Outcome(NOT_ATTEMPTED, "replace the `raise NotImplementedError` with your code")
+            except ReferenceCalled as exc:
+                return _Outcome(FAILED, _reference_message(exc))
+            except Exception as exc:  # the learner's code raised: show their line, not ours
+                where = _learner_frame(exc)
+                return _Outcome(RAISED, f"{type(exc).__name__}: {exc}" + (f"  (at {where})" if where else ""))
+        exp, has_exp = None, False
+        if verify is None:  # the reference runs outside the guard, after the attempt (labs skip it)
+            try:
+                exp, has_exp = (expected() if callable(expected) else expected), True
+            except Exception as exc:  # a broken reference must not look like the learner's fault
+                return _Outcome(RAISED, f"the check itself could not compute the expected value "
+                                        f"({type(exc).__name__}: {exc}); please report it")  # fmt: skip
+        with guarded(guard, namespace):
+            try:
+                verdict = as_verdict(verify(got) if verify is not None else (compare or equal)(exp, got))
+            except NotImplementedError:
+                return _Outcome(NOT_ATTEMPTED, "replace the `raise NotImplementedError` with your code")
+            except ReferenceCalled as exc:
+                verdict = Verdict(False, _reference_message(exc))
+            except AssertionError as exc:
+                verdict = Verdict(False, str(exc))
+            except Exception as exc:  # the answer has the wrong shape for the comparator
+                verdict = Verdict(False, f"could not compare the answer ({type(exc).__name__}: {exc})")
+        if predict and not verdict.ok and has_exp:
+            verdict = Verdict(False, feedback.describe(exp, got))
+        return _Outcome(PASSED if verdict.ok else FAILED, verdict.message, exp, has_exp, short_repr(got), verdict.diff)
 
-    def summary(self) -> "Summary":
-        return Summary(self.title, tuple(self.results.values()))
+    def _present(self, name: str, out: _Outcome, hints: tuple, predict: bool, explanation: str) -> CheckResult:
+        """Apply the teaching rules: attempts, hints earned, expected shown or not."""
+        if out.status != NOT_ATTEMPTED:
+            self.attempts[name] = self.attempts.get(name, 0) + 1
+        if out.status in (FAILED, RAISED):
+            self.failures[name] = self.failures.get(name, 0) + 1
+        fails = self.failures.get(name, 0)
+        teacher = instructor_mode()
+        shown = hints if teacher else (hints[:fails] if out.status in (FAILED, RAISED) else ())
+        show_expected = out.has_expected and (teacher or (not predict and out.status == FAILED))
+        offer = explanation if (teacher or (predict and out.status == FAILED and fails >= EXPLANATION_AFTER)) else ""
+        return CheckResult(
+            name,
+            out.status,
+            out.message,
+            short_repr(out.expected) if show_expected else "",
+            out.got if (out.status == FAILED or teacher) else "",
+            out.diff if not predict or teacher else "",
+            tuple(shown),
+            offer,
+            self.attempts.get(name, 0),
+            0 if teacher or out.status not in (FAILED, RAISED) else max(0, len(hints) - len(shown)),
+        )
+
+    def summary(self) -> Summary:
+        return Summary(self.title, tuple(self.results.values()), dict(self.attempts))
 
 
 @dataclasses.dataclass(frozen=True)
 class Summary:
     title: str
     results: tuple[CheckResult, ...]
+    attempts: dict = dataclasses.field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         out = {PASSED: 0, FAILED: 0, NOT_ATTEMPTED: 0, RAISED: 0}
@@ -339,12 +311,16 @@ class Summary:
             out[r.status] += 1
         return out
 
+    def _tries(self, r: CheckResult) -> str:
+        n = self.attempts.get(r.name, 0)
+        return f"{n} attempt{'s' if n != 1 else ''}"
+
     def __str__(self) -> str:
         c = self.counts()
         head = f"{self.title}: {c[PASSED]}/{len(self.results)} passed"
         rest = ", ".join(f"{v} {k}" for k, v in c.items() if k != PASSED and v)
         lines = [head + (f" ({rest})" if rest else "")]
-        lines += [f"  {_ICONS[r.status]} {r.status:<13} {r.name}" for r in self.results]
+        lines += [f"  [{_MARKS[r.status]:<5}] {r.status:<13} {self._tries(r):<11} {r.name}" for r in self.results]
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -358,7 +334,8 @@ class Summary:
                            ("not attempted", "#dadce0"))
         )  # fmt: skip
         rows = "".join(
-            f"<tr><td>{_ICONS[r.status]}</td><td>{html.escape(r.name)}</td><td>{r.status}</td></tr>"
+            f"<tr><td>{badge(r.status)}</td><td>{html.escape(r.name)}</td><td>{r.status}</td>"
+            f"<td>{self._tries(r)}</td></tr>"
             for r in self.results
         )
         return (
