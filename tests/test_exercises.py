@@ -1,0 +1,335 @@
+"""The checks issue 19 found fooled: each wrong answer now fails, and the solution still passes.
+
+Each test runs the same oracle (``course_lib.check.oracles``) or guard the notebook's check cell
+uses, once with the notebook's solution and once with the answer that used to pass.
+"""
+
+import operator
+
+import pytest
+import torch
+
+from course_lib import check
+from course_lib.aot.rules import sum_to  # as 04b imports it
+from course_lib.check import oracles
+
+
+@pytest.fixture(autouse=True)
+def _not_strict(monkeypatch):
+    monkeypatch.delenv("COURSE_CHECK_STRICT", raising=False)
+    monkeypatch.delenv("COURSE_INSTRUCTOR", raising=False)
+
+
+# ----------------------------------------------------------------------------- 01a: dominators on random CFGs
+
+
+def chk_idoms(fn):
+    """The notebook's solution (Cooper-Harvey-Kennedy)."""
+    from course_lib.ir import cfg
+
+    rpo = cfg.reverse_postorder(fn)
+    order = {b: k for k, b in enumerate(rpo)}
+    preds = fn.preds()
+    idom = {fn.entry: fn.entry}
+
+    def intersect(a, b):
+        while a != b:
+            while order[a] > order[b]:
+                a = idom[a]
+            while order[b] > order[a]:
+                b = idom[b]
+        return a
+
+    changed = True
+    while changed:
+        changed = False
+        for b in rpo[1:]:
+            done = [p for p in preds[b] if p in idom]
+            new = done[0]
+            for p in done[1:]:
+                new = intersect(p, new)
+            if idom.get(b) != new:
+                idom[b] = new
+                changed = True
+    idom[fn.entry] = None
+    return idom
+
+
+def first_pred_idoms(fn):
+    """Wrong: idom = the first predecessor. Right on straight-line code and on some CFGs."""
+    from course_lib.ir import cfg
+
+    preds = fn.preds()
+    return {b: (preds[b][0] if b != fn.entry else None) for b in cfg.reverse_postorder(fn)}
+
+
+def _run_idoms(answer, guard=("course_lib.ir.cfg:idoms",)):
+    labels, fns = oracles.random_functions(30)
+    return check.Lab("t").run("idoms", lambda: [answer(f) for f in fns], expected=lambda: [oracles.nx_idoms(f) for f in fns],
+                              compare=check.per_input(labels), guard=guard)  # fmt: skip
+
+
+def test_dominators_checked_on_random_cfgs_against_networkx():
+    assert _run_idoms(chk_idoms).passed
+    r = _run_idoms(first_pred_idoms)
+    assert r.status == check.FAILED and "random program" in r.message
+
+
+def test_the_one_cfg_of_the_lesson_did_not_tell_the_wrong_answer_apart():
+    """Why many inputs: on collatz's CFG the wrong answer happens to be right."""
+    from course_lib import ir
+    from course_lib.ir import cfg
+
+    def straight(x: int) -> int:
+        if x > 0:
+            x = x + 1
+        return x
+
+    g = ir.from_python(straight)
+    assert first_pred_idoms(g) == cfg.idoms(g)  # fooled on one input
+    assert _run_idoms(first_pred_idoms).status == check.FAILED  # not on thirty
+
+
+def test_calling_the_reference_fails_the_dominator_check():
+    from course_lib.ir import cfg
+
+    r = _run_idoms(lambda f: cfg.idoms(f))
+    assert r.status == check.FAILED and "you called the reference implementation" in r.message
+
+
+def chk_frontier(fn, idom):
+    preds = fn.preds()
+    df = {b: set() for b in idom}
+    for j in idom:
+        ps = [p for p in preds[j] if p in idom]
+        if len(ps) >= 2:
+            for p in ps:
+                runner = p
+                while runner != idom[j]:
+                    df[runner].add(j)
+                    runner = idom[runner]
+    return df
+
+
+def test_dominance_frontiers_on_random_cfgs():
+    labels, fns = oracles.random_functions(30)
+
+    def run(answer):
+        return check.Lab("t").run("df", lambda: [answer(f, oracles.nx_idoms(f)) for f in fns],
+                                  expected=lambda: [oracles.nx_frontiers(f) for f in fns], compare=check.per_input(labels),
+                                  guard=["course_lib.ir.cfg:dominance_frontiers"])  # fmt: skip
+
+    def only_preds(fn, idom):  # wrong: adds the join to its predecessors' frontiers only (no walk up)
+        df = {b: set() for b in idom}
+        for j in idom:
+            ps = [p for p in fn.preds()[j] if p in idom]
+            if len(ps) >= 2:
+                for p in ps:
+                    if p != idom[j]:
+                        df[p].add(j)
+        return df
+
+    assert run(chk_frontier).passed
+    assert run(only_preds).status == check.FAILED
+
+
+# ----------------------------------------------------------------------------- 03a: masks and shapes of kernels
+
+triton = pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
+
+
+@triton.jit
+def _add_masked(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def _add_unmasked(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) + tl.load(y_ptr + offs))
+
+
+@triton.jit
+def _add_store_masked_only(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) + tl.load(y_ptr + offs), mask=offs < n)
+
+
+def test_add_kernel_without_a_mask_fails_through_the_memory_tracer():
+    assert oracles.check_add_kernel(_add_masked).ok
+    v = oracles.check_add_kernel(_add_unmasked)
+    assert not v.ok and "out-of-bounds" in v.message
+    v = oracles.check_add_kernel(_add_store_masked_only)  # the store is masked, the loads read past the end
+    assert not v.ok and "out-of-bounds load" in v.message
+
+
+@triton.jit
+def _softmax(x_ptr, out_ptr, n_cols, stride_x, stride_out, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=-float("inf"))
+    x = x - tl.max(x, axis=0)
+    e = tl.exp(x)
+    tl.store(out_ptr + row * stride_out + cols, e / tl.sum(e, axis=0), mask=mask)
+
+
+@triton.jit
+def _softmax_ignores_stride(x_ptr, out_ptr, n_cols, stride_x, stride_out, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf"))
+    x = x - tl.max(x, axis=0)
+    e = tl.exp(x)
+    tl.store(out_ptr + row * n_cols + cols, e / tl.sum(e, axis=0), mask=mask)
+
+
+@triton.jit
+def _softmax_other_zero(x_ptr, out_ptr, n_cols, stride_x, stride_out, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0)  # padding lanes join the sum
+    x = x - tl.max(x, axis=0)
+    e = tl.exp(x)
+    tl.store(out_ptr + row * stride_out + cols, e / tl.sum(e, axis=0), mask=mask)
+
+
+def test_softmax_checked_on_ragged_and_strided_shapes():
+    assert oracles.check_softmax_kernel(_softmax).ok
+    # ignoring the stride is right on the lesson's one contiguous 7 x 100 input; a strided view tells
+    v = oracles.check_softmax_kernel(_softmax_ignores_stride)
+    assert not v.ok and "stride" in v.message
+    v = oracles.check_softmax_kernel(_softmax_other_zero)
+    assert not v.ok and "max error" in v.message
+
+
+# ----------------------------------------------------------------------------- 04a: the counting interpreter
+
+
+def chk_run_and_count(graph, *inputs):
+    from course_lib import fx
+
+    counts = {}
+
+    class Counter(fx.Interpreter):
+        def call_function(self, target, args, kwargs):
+            name = fx.target_name(target)
+            counts[name] = counts.get(name, 0) + 1
+            return super().call_function(target, args, kwargs)
+
+    return Counter(graph).run(*inputs), counts
+
+
+def test_hard_coded_counts_fail_the_interpreter_check():
+    from course_lib import fx
+
+    assert oracles.check_call_counter(chk_run_and_count).ok
+
+    def hard_coded(graph, *inputs):
+        return fx.Interpreter(graph).run(*inputs), {"operator.mul": 1, "torch.relu": 1, "operator.add": 1}
+
+    v = oracles.check_call_counter(hard_coded)
+    assert not v.ok and "counts" in v.message
+
+
+# ----------------------------------------------------------------------------- 04b: sum_to must not call sum_to
+
+
+def test_sum_to_exercise_fails_when_it_calls_the_reference():
+    def cheat(g, shape):
+        return sum_to(g, shape)  # a global name, as the notebook imported it
+
+    def verify_sum_to(fn):
+        g = torch.randn(2, 3, 4, dtype=torch.float64)
+        return bool(torch.allclose(fn(g, [3, 1]), g.sum(dim=(0, 2)).view(3, 1)))
+
+    r = check.Lab("t").run("sum_to", lambda: cheat, verify=verify_sum_to, guard=["course_lib.aot.rules:sum_to"])
+    assert r.status == check.FAILED and "aot.rules.sum_to" in r.message
+    r = check.Lab("t").run("sum_to", lambda: (lambda g, s: g.sum(dim=(0, 2)).view(3, 1)), verify=verify_sum_to,
+                           guard=["course_lib.aot.rules:sum_to"])  # fmt: skip
+    assert r.passed
+
+
+# ----------------------------------------------------------------------------- 05b: the ring all-reduce
+
+
+def chk_ring(t, rank, world):
+    import torch.distributed as dist
+
+    chunks = list(t.chunk(world))
+    right, left = (rank + 1) % world, (rank - 1) % world
+    for s in range(world - 1):
+        send_i, recv_i = (rank - s) % world, (rank - s - 1) % world
+        buf = torch.empty_like(chunks[recv_i])
+        req = dist.isend(chunks[send_i].contiguous(), right)
+        dist.recv(buf, left)
+        req.wait()
+        chunks[recv_i].add_(buf)
+    for s in range(world - 1):
+        send_i, recv_i = (rank + 1 - s) % world, (rank - s) % world
+        buf = torch.empty_like(chunks[recv_i])
+        req = dist.isend(chunks[send_i].contiguous(), right)
+        dist.recv(buf, left)
+        req.wait()
+        chunks[recv_i].copy_(buf)
+    return t
+
+
+def library_allreduce(t, rank, world):
+    import torch.distributed as dist
+
+    if world > 1:
+        dist.all_reduce(t)
+    return t
+
+
+def everyone_to_everyone(t, rank, world):
+    """Right values, wrong algorithm: every rank sends its whole tensor to every other rank."""
+    import torch.distributed as dist
+
+    total = t.clone()
+    for step in range(1, world):
+        buf = torch.empty_like(t)
+        req = dist.isend(t.contiguous(), (rank + step) % world)
+        dist.recv(buf, (rank - step) % world)
+        req.wait()
+        total += buf
+    t.copy_(total)
+    return t
+
+
+def test_ring_allreduce_checks_the_traffic_not_just_the_values():
+    assert oracles.check_ring_allreduce(chk_ring, worlds=(3,)).ok
+    v = oracles.check_ring_allreduce(library_allreduce, worlds=(3,))
+    assert not v.ok and "dist.all_reduce is the library's collective" in v.message
+    v = oracles.check_ring_allreduce(everyone_to_everyone, worlds=(3,))
+    assert not v.ok and ("neighbour" in v.message or "sent" in v.message)
+
+
+# ----------------------------------------------------------------------------- 06b: the OpenMP schedule
+
+
+@pytest.mark.parametrize(
+    ("kind", "chunk", "ok"),
+    [("dynamic", 16, True), ("guided", 1, True), ("static", 1, True), ("dynamic", 4000, False), ("static", 0, False),
+     ("dynamic", 1000, False), ("cyclic", 1, False)],
+)  # fmt: skip
+def test_schedule_balance_is_simulated_not_assumed(kind, chunk, ok):
+    assert oracles.schedule_balance(kind, chunk).ok is ok
+
+
+def test_simulated_schedules_match_their_definitions():
+    assert oracles.omp_finish_times("static", 0, 4, 2) == [1 + 2, 3 + 4]
+    assert oracles.omp_finish_times("static", 1, 4, 2) == [1 + 3, 2 + 4]
+    assert oracles.omp_finish_times("dynamic", 4000, 10, 4) == [55, 0, 0, 0]  # one chunk: one busy thread
+
+
+def test_per_input_names_the_failing_input():
+    v = check.per_input(["a", "b"])([1, 2], [1, 3])
+    assert not v.ok and v.message.startswith("wrong on b")
+    assert check.per_input(["a"], operator.eq)([1], [1]).ok
