@@ -36,7 +36,9 @@ def test_no_hint_before_an_attempt_and_hints_grow_with_failures():
         raise NotImplementedError
 
     r = lab.run("x", stub, expected=1, hint=hints)
-    assert r.status == check.NOT_ATTEMPTED and r.hints == () and "nudge" not in str(r) and "nudge" not in r._repr_html_()
+    assert (
+        r.status == check.NOT_ATTEMPTED and r.hints == () and "nudge" not in str(r) and "nudge" not in r._repr_html_()
+    )
     assert lab.run("x", lambda: 2, expected=1, hint=hints).hints == ("nudge",)
     r = lab.run("x", lambda: 3, expected=1, hint=hints)
     assert r.hints == ("nudge", "stronger") and r.attempt == 2 and "1 left" in str(r)

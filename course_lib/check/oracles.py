@@ -19,6 +19,7 @@ so the check reads "not attempted".
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -27,7 +28,6 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Callable
-from typing import Any
 
 from course_lib.check.compare import Verdict, short_repr
 
@@ -141,12 +141,16 @@ def check_add_kernel(kernel, sizes=(1, 37, 128, 1000, 1025), blocks=(32, 128), d
                 xd, yd = _padded(x, 4 * block), _padded(y, 4 * block)
                 out = _padded(torch.full((n,), float("nan")), 4 * block)
                 tensors = {"x": xd, "y": yd, "out": out}
-                oob = _traced(kernel, lambda: kernel[(triton.cdiv(n, block),)](xd, yd, out, n, BLOCK=block), tensors)
+                launch = functools.partial(kernel[(triton.cdiv(n, block),)], xd, yd, out, n, BLOCK=block)
+                oob = _traced(kernel, launch, tensors)
             if oob:
                 return Verdict(False, f"n={n}, BLOCK={block}: {oob[0]} (the last program's lanes need a mask)")
             if not torch.equal(out.cpu(), x + y):
                 bad = int((out.cpu() != x + y).nonzero()[0, 0])
-                return Verdict(False, f"n={n}, BLOCK={block}: out[{bad}] = {float(out[bad]):.4g}, x + y = {float((x + y)[bad]):.4g}")
+                return Verdict(
+                    False,
+                    f"n={n}, BLOCK={block}: out[{bad}] = {float(out[bad]):.4g}, x + y = {float((x + y)[bad]):.4g}",
+                )
     return Verdict(True, f"right and in bounds for n in {list(sizes)} with BLOCK in {list(blocks)}")
 
 
@@ -172,7 +176,8 @@ def check_softmax_kernel(kernel, cases=SOFTMAX_CASES, device: str = "cpu") -> Ve
             xd = _padded(wide.contiguous(), 2 * block)[:, :cols]
             out = _padded(torch.zeros(rows, cols), 2 * block)
             tensors = {"x": xd.as_strided((xd.numel() + rows * extra,), (1,)), "out": out}
-            oob = _traced(kernel, lambda: kernel[(rows,)](xd, out, cols, xd.stride(0), out.stride(0), BLOCK=block), tensors)
+            launch = functools.partial(kernel[(rows,)], xd, out, cols, xd.stride(0), out.stride(0), BLOCK=block)
+            oob = _traced(kernel, launch, tensors)
         if oob:
             return Verdict(False, f"{label}: {oob[0]}")
         err = float((out.cpu() - want).abs().max())
@@ -337,15 +342,21 @@ def ring_traffic_verdict(results: dict, world: int, numel: int) -> Verdict:
         right, left = (r + 1) % world, (r - 1) % world
         for op, peer, _ in v["log"]:
             if op in ("send", "isend") and peer != right:
-                return Verdict(False, f"rank {r} sent to rank {peer}; in a ring it only sends to its right neighbour {right}")
+                return Verdict(
+                    False, f"rank {r} sent to rank {peer}; in a ring it only sends to its right neighbour {right}"
+                )
             if op in ("recv", "irecv") and peer != left:
-                return Verdict(False, f"rank {r} received from rank {peer}; in a ring only from its left neighbour {left}")
+                return Verdict(
+                    False, f"rank {r} received from rank {peer}; in a ring only from its left neighbour {left}"
+                )
         sent = sum(n for op, _, n in v["log"] if op in ("send", "isend"))
         if sent > budget:
             return Verdict(False, f"rank {r} sent {sent} elements; a ring sends 2(p-1) chunks of numel/p (<= {budget})")
         if sent == 0:
             return Verdict(False, f"rank {r} sent nothing")
-    return Verdict(True, f"{world} ranks equal dist.all_reduce; each sends {budget} elements or fewer, only to its right")
+    return Verdict(
+        True, f"{world} ranks equal dist.all_reduce; each sends {budget} elements or fewer, only to its right"
+    )
 
 
 def check_ring_allreduce(fn, worlds=(3, 4), numel: int = 50) -> Verdict:
@@ -402,6 +413,7 @@ def schedule_balance(kind: str, chunk: int, n: int = 4000, threads=(2, 4, 8), li
     ratio, p = max(worst)
     text = ", ".join(f"{q} threads: {r:.2f}x" for r, q in sorted(worst, key=lambda w: w[1]))
     if ratio > limit:
-        return Verdict(False, f"schedule({kind}, {chunk}): with {p} threads the busiest gets {ratio:.2f}x the average ({text})")
+        return Verdict(
+            False, f"schedule({kind}, {chunk}): with {p} threads the busiest gets {ratio:.2f}x the average ({text})"
+        )
     return Verdict(True, f"schedule({kind}, {chunk}): busiest thread vs average: {text}")
-
