@@ -1,11 +1,12 @@
 """The reference is not the answer: swap course_lib's reference for a guard while a check runs.
 
 An exercise "write immediate dominators" sits in a notebook that has ``cfg.idoms`` one attribute
-away. While the check runs, each guarded name (``"course_lib.ir.cfg:idoms"``) is replaced, in its
-module and in the notebook's namespace, by a wrapper that looks at who is calling: course_lib's
-own code (the checker computing the expected value, another reference function) gets the real
-function; the learner's code gets :class:`ReferenceCalled`, which the check reports as a
-failure. Everything is put back when the check ends, passed or not.
+away. While the check runs, each guarded name (``"course_lib.ir.cfg:idoms"``) is replaced, in
+its module, in every course_lib module that imported it and in the notebook's namespace, by a
+wrapper that looks at who is calling: course_lib's own code (the checker computing the expected
+value, another reference function) gets the real function; the learner's code gets
+:class:`ReferenceCalled`, which the check reports as a failure. Everything is put back when the
+check ends, passed or not.
 """
 
 from __future__ import annotations
@@ -65,6 +66,11 @@ def learner_namespace() -> dict:
     return frame.f_globals if frame is not None else {}
 
 
+def _course_lib_namespaces() -> list[dict]:
+    """The globals of every loaded course_lib module (``from x import f`` makes aliases there)."""
+    return [vars(m) for name, m in list(sys.modules.items()) if name.startswith("course_lib") and m is not None]
+
+
 @contextlib.contextmanager
 def guarded(targets: Iterable[str | tuple], namespace: dict | None = None) -> Iterator[None]:
     """Replace each target by its guard (in its module and in ``namespace``) for the ``with`` body."""
@@ -77,10 +83,11 @@ def guarded(targets: Iterable[str | tuple], namespace: dict | None = None) -> It
             guard = _wrap(name, original)
             undo.append((owner, attr, original))
             setattr(owner, attr, guard)
-            for key, value in list((namespace or {}).items()):
-                if value is original:
-                    undo.append((namespace, key, original))
-                    namespace[key] = guard
+            for names in [namespace or {}] + _course_lib_namespaces():  # every alias of it, too
+                for key, value in list(names.items()):
+                    if value is original:
+                        undo.append((names, key, original))
+                        names[key] = guard
         yield
     finally:
         for owner, attr, original in reversed(undo):
