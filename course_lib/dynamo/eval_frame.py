@@ -31,9 +31,11 @@ from typing import Any
 import torch
 
 from course_lib import compat
+from course_lib.dynamo.guards import Guard
 from course_lib.dynamo.output_graph import BreakRecord, CapturedGraph, OutputGraph
-from course_lib.dynamo.symbolic_convert import InstructionTranslator
-from course_lib.dynamo.variables import CellVar, Guard, Source, wrap
+from course_lib.dynamo.source import Source
+from course_lib.dynamo.symbolic_convert import InstructionTranslator, frame_unsupported
+from course_lib.dynamo.variables import CellVar, wrap
 
 # ----------------------------------------------------------------------------- backends
 
@@ -100,6 +102,10 @@ def run_frame(fn: Any, args: list, kwargs: dict, output: OutputGraph) -> Any:
     """Translate one frame into ``output`` and return its (concrete) result."""
     func, f_locals = frame_locals(fn, args, kwargs)
     code = func.__code__
+    problem = frame_unsupported(code)
+    if problem is not None:  # Dynamo skips such a frame too (it runs without a graph)
+        output.breaks.append(BreakRecord(problem, code.co_name, None, "frame"))
+        return fn(*args, **kwargs)
     output.frames.append(code.co_name)
     sig = inspect.signature(func)
     local_vars = {}

@@ -8,7 +8,17 @@ inputs, tensors computed before a graph break) become placeholders the first tim
 uses them. When the region ends, at a ``return`` or at a graph break, :meth:`compile_and_run`
 adds an output node listing the live tensors the graph computed, hands the graph to the
 backend, runs the compiled code on the graph's inputs, and writes its results back into those
-tensors' Vars, so everything after the region sees the values the compiled code produced.
+tensors' Vars, so everything after the region sees the values the compiled code produced. Then
+the containers mutated in the region are written back into their Python objects
+(:meth:`apply_side_effects`; Dynamo's ``SideEffects`` replays them after the graph runs).
+
+Automatic dynamic: ``dynamic`` maps a tensor input's source name to ``{dim: size symbol}``. Those
+dims get a symbol in the TENSOR_MATCH guard and ``SHAPE_ENV`` guards on the symbol (``2 <= s0``:
+sizes 0 and 1 are specialised, as in torch; two dims that share a symbol must stay equal), and
+each placeholder's ``meta["course_dynamic_dims"]`` lists its dynamic dims for the backend
+(:func:`graph_dynamic_dims`). Simplification: we hold concrete example tensors, not SymInts, so a
+size read into Python (``x.shape[0]``, ``len(x)``, ``numel``) specialises every dynamic dim of
+the capture (:meth:`size_read`); Dynamo would keep a SymInt and guard only where it branches.
 """
 
 from __future__ import annotations
@@ -20,7 +30,9 @@ from typing import Any
 import torch
 
 from course_lib import fx
-from course_lib.dynamo.variables import Guard, ListVar, TensorVar, Var, guard_for
+from course_lib.dynamo.guards import Guard, guard_for
+from course_lib.dynamo.source import Source
+from course_lib.dynamo.variables import DictVar, DictViewVar, IteratorVar, ListVar, SetVar, TensorVar, Var
 
 
 @dataclasses.dataclass
@@ -55,8 +67,14 @@ class BreakRecord:
 class OutputGraph:
     """State shared by every frame of one capture: graphs, guards, breaks."""
 
-    def __init__(self, backend: Callable, compiled_cache: dict[str, Any] | None = None):
+    def __init__(self, backend: Callable, compiled_cache: dict[str, Any] | None = None,
+                 dynamic: dict[str, dict[int, str]] | None = None):  # fmt: skip
         self.backend = backend
+        self.dynamic: dict[str, dict[int, str]] = {k: dict(v) for k, v in (dynamic or {}).items()}
+        self.specialized: str | None = None  # why the dynamic dims were given up (a size read)
+        self.symbol_home: dict[str, tuple[Source, int]] = {}  # size symbol -> first (source, dim)
+        self.sizes_seen: dict[str, tuple] = {}  # source name -> the example's sizes
+        self.mutated: dict[int, Var] = {}  # containers changed since the region began (side effects)
         self.compiled_cache = compiled_cache if compiled_cache is not None else {}
         self.graphs: list[CapturedGraph] = []
         self.guards: dict[tuple, Guard] = {}
@@ -109,9 +127,19 @@ class OutputGraph:
     def remember(self, var: Any, attr: str) -> None:
         """Log ``var.attr`` before a handler mutates it, so a broken instruction can be undone."""
         value = getattr(var, attr)
-        self.mutations.append(
-            (var, attr, list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value)
-        )
+        copy = list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value
+        self.mutations.append((var, attr, set(value) if isinstance(value, set) else copy))
+
+    def mutate(self, var: Var) -> None:
+        """A rule is about to change container ``var``: log it for undo and as a side effect."""
+        self.remember(var, "items")
+        self.mutated.setdefault(id(var), var)
+
+    def apply_side_effects(self) -> None:
+        """Write every mutated container back into its Python object (its ``real``)."""
+        for var in list(self.mutated.values()):
+            var.as_python()
+        self.mutated.clear()
 
     def snapshot(self) -> tuple[set, int]:
         return set(self.graph._nodes), len(self.mutations)
@@ -136,23 +164,53 @@ class OutputGraph:
         """Record the guard for a sourced value the first time it is used."""
         if var.source is not None and not var.guarded:
             var.guarded = True
-            guard = guard_for(var)
+            symbols = self.dynamic.get(var.source.name) if isinstance(var, TensorVar) else None
+            guard = guard_for(var, symbols)
             if guard is not None:
                 self.guards.setdefault((guard.source.name, guard.kind), guard)
+            if isinstance(var, TensorVar):
+                self.sizes_seen[var.source.name] = tuple(var.value.shape)
+            for dim, sym in (symbols or {}).items():
+                self.add_symbol_guard(var.source, dim, sym)
         return var
+
+    def add_symbol_guard(self, source: Source, dim: int, sym: str) -> None:
+        """``2 <= s0`` for a symbol's first dim; ``size == first size`` for the dims sharing it."""
+        if sym not in self.symbol_home:
+            self.symbol_home[sym] = (source, dim)
+            guard = Guard(source, "SHAPE_ENV", (dim, ">=", 2))
+        else:
+            guard = Guard(source, "SHAPE_ENV", (dim, "==", self.symbol_home[sym]))
+        self.guards.setdefault((source.name, f"SHAPE_ENV[{dim}]"), guard)
+
+    def size_read(self, what: str) -> None:
+        """Python code read a size: specialise the capture's dynamic dims (see the docstring)."""
+        if not self.dynamic or self.specialized is not None:
+            return
+        self.specialized = what
+        self.dynamic = {}
+        for key, guard in list(self.guards.items()):
+            if guard.kind == "SHAPE_ENV":
+                del self.guards[key]
+            elif guard.kind == "TENSOR_MATCH" and guard.source.name in self.sizes_seen:
+                dtype, _, device, rg = guard.expected
+                guard.expected = (dtype, self.sizes_seen[guard.source.name], device, rg)
 
     def discard_graph(self) -> None:
         """Drop the current graph without compiling it (its tensors keep their eager values)."""
+        self.apply_side_effects()
         self._new_graph()
 
     # -- ending a region ----------------------------------------------------------------------
     def compile_and_run(self, live: list[Var], reason: str, graph_break: bool, frame: str, line: int | None) -> None:
         """Finish the current graph with the live tensors it computed as outputs, compile, run."""
+        live = list(live) + list(self.mutated.values())  # tensors put into a mutated container are live
         outputs = [v for v in _tensors_in(live) if v.graph_id == self.graph_id and v.node is not None]
         self.graph.output(tuple(v.node for v in outputs))
         self.graph.eliminate_dead_code()
         if any(n.op.startswith("call_") for n in self.graph.nodes):
             key = str(self.graph)
+            self.mark_dynamic_placeholders()
             if key not in self.compiled_cache:
                 example = [v.value for _, v in self.inputs]
                 self.compiled_cache[key] = self.backend(self.graph, example)
@@ -163,19 +221,43 @@ class OutputGraph:
             self.graphs.append(CapturedGraph(self.graph, frame, reason, graph_break, line, compiled))
         for var in outputs:  # the values now live outside any graph
             var.node, var.graph_id = None, -1
+        self.apply_side_effects()
         self._new_graph()
+
+    def mark_dynamic_placeholders(self) -> None:
+        """``meta["course_dynamic_dims"]`` on each placeholder whose input has dynamic dims."""
+        for node, var in self.inputs:
+            dims = self.dynamic.get(var.source.name) if var.source is not None else None
+            if dims:
+                node.meta["course_dynamic_dims"] = tuple(sorted(dims))
+                node.meta["course_size_symbols"] = tuple(dims[d] for d in sorted(dims))
+
+
+def graph_dynamic_dims(graph: fx.Graph) -> dict[int, tuple[int, ...]]:
+    """``{placeholder position: dynamic dims}`` of a captured graph (what backends read)."""
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    return {i: n.meta["course_dynamic_dims"] for i, n in enumerate(placeholders) if n.meta.get("course_dynamic_dims")}
 
 
 def _tensors_in(values: list[Var]) -> list[TensorVar]:
     seen: dict[int, TensorVar] = {}
 
+    visited: set[int] = set()
+
     def visit(v):
+        if id(v) in visited:  # a list that contains itself
+            return
+        visited.add(id(v))
         if isinstance(v, TensorVar):
             seen.setdefault(id(v), v)
-        elif isinstance(v, ListVar):
+        elif isinstance(v, (ListVar, IteratorVar)):
             for x in v.items:
                 visit(x)
-        elif hasattr(v, "items") and isinstance(v.items, dict):
+        elif isinstance(v, DictViewVar):
+            visit(v.dict_var)
+        elif isinstance(v, SetVar):
+            return
+        elif isinstance(v, DictVar) or (hasattr(v, "items") and isinstance(v.items, dict)):
             for x in v.items.values():
                 visit(x)
         elif hasattr(v, "contents") and v.contents is not None:

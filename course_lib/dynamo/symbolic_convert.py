@@ -33,9 +33,18 @@ or dict comprehension is inlined into the frame (PEP 709), and a break inside it
 comprehension's ``BUILD_LIST``, runs the whole comprehension eagerly and continues after it
 (:meth:`InstructionTranslator.break_at_comprehension`); on 3.11 the comprehension is its own
 function, so the break is at its ``CALL`` and the ``<listcomp>`` frame is skipped as a loop.
-Both give the same counts. ``with`` blocks and exceptions are not
-modelled; tensor mutation (``x.add_(1)``, ``x[0] = 1``) is reported as a break, and ``x += y``
-on a tensor is captured as ``x = x + y``; Dynamo captures mutation faithfully.
+Both give the same counts. Tensor mutation (``x.add_(1)``, ``x[0] = 1``) is reported as a
+break, and ``x += y`` on a tensor is captured as ``x = x + y``; Dynamo captures mutation
+faithfully. Mutation of lists, dicts and sets is captured (variables/lists.py).
+
+What this file holds: the opcode handlers and the loop that runs them. What a value does when
+an opcode meets it (``a + b``, ``obj.method(...)``, ``obj[i]``, ``iter(obj)``, a builtin call) is
+a rule on the value's Var class in variables/, as in torch/_dynamo/variables/.
+
+Frames we cannot translate at all (:func:`frame_unsupported`: generators, ``try``/``with``
+blocks, an opcode without a handler) are not started: the frame runs as plain Python, with the
+reason recorded as a break; an inlined call to such a function is a graph break at its ``CALL``.
+Dynamo handles more of these (it inlines generators and supports ``try`` and context managers).
 """
 
 from __future__ import annotations
@@ -44,18 +53,22 @@ import builtins
 import dis
 import inspect
 import operator
+import sys
 import types
 from typing import Any
 
 import torch
 
 from course_lib.dynamo.bytecode import Instr, instructions
-from course_lib.dynamo.output_graph import OutputGraph
+from course_lib.dynamo.exc import Unsupported
+from course_lib.dynamo.output_graph import BreakRecord, OutputGraph
+from course_lib.dynamo.source import Source
 from course_lib.dynamo.variables import (
     BuiltinVar,
     CellVar,
     ConstVar,
     DictVar,
+    DictViewVar,
     FunctionVar,
     IteratorVar,
     ListVar,
@@ -64,69 +77,39 @@ from course_lib.dynamo.variables import (
     NestedFunctionVar,
     NullVar,
     PyObjVar,
-    Source,
+    SetVar,
     TensorVar,
     TorchFnVar,
     Var,
+    any_tensor,
+    call_builtin,
     is_torch_callable,
     is_user_function,
     wrap,
 )  # fmt: skip
 
-
-class Unsupported(Exception):
-    """Raised by a handler for something the translator cannot capture: causes a graph break."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-# ----------------------------------------------------------------------------- rule tables
+# ----------------------------------------------------------------------------- opcode tables
 
 BINARY_OPS = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
     "%": operator.mod, "**": operator.pow, "@": operator.matmul, "&": operator.and_, "|": operator.or_,
     "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
 }  # fmt: skip
-# In-place forms are captured as their out-of-place op (``x += y`` rebinds x); see the module docstring.
+# In-place forms are captured as their out-of-place op (``x += y`` rebinds x) for tensors and
+# immutable values; on a Python list, ``+=`` extends it in place (INPLACE_LIST_OPS).
 BINARY_OPS.update({k + "=": v for k, v in list(BINARY_OPS.items())})
+INPLACE_LIST_OPS = {"+=": "extend"}
 COMPARE_OPS = {
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-    "==": operator.eq,
-    "!=": operator.ne,
-}
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
+}  # fmt: skip
 UNARY_OPS = {"UNARY_NEGATIVE": operator.neg, "UNARY_INVERT": operator.invert, "UNARY_POSITIVE": operator.pos}
 
-# Tensor methods and attributes whose answer is a Python value: specialised, not captured.
-TENSOR_STATIC_METHODS = {
-    "size",
-    "dim",
-    "ndimension",
-    "numel",
-    "nelement",
-    "stride",
-    "is_contiguous",
-    "element_size",
-    "is_floating_point",
-    "get_device",
-}
-TENSOR_STATIC_ATTRS = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "layout", "is_leaf"}
-# Tensor methods that need the data itself: a graph break (Dynamo: capture_scalar_outputs=False).
-TENSOR_DATA_METHODS = {
-    "item": "Unsupported Tensor.item() call with capture_scalar_outputs=False",
-    "tolist": "Tensor.tolist() needs the data",
-    "numpy": "Tensor.numpy() leaves torch",
-    "__bool__": "bool(tensor) needs the data",
-}
-FOLDABLE_BUILTINS = {
-    abs, min, max, sum, int, float, bool, str, round, divmod, pow, len, repr, hash, any, all, chr, ord, sorted, reversed,
-}  # fmt: skip
-
 MAX_INLINE_DEPTH = 12
+
+# co_flags of frames we do not translate (generators and coroutines)
+_GENERATOR_FLAGS = (
+    inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+)
 
 
 class InstructionTranslator:
@@ -186,6 +169,8 @@ class InstructionTranslator:
             if handler is None:
                 raise Unsupported(f"opcode {inst.opname} is not handled")
             handler(inst)
+            if self.eager:
+                self.refresh_containers()
         except Unsupported as exc:
             if self.skipped:
                 raise
@@ -217,8 +202,6 @@ class InstructionTranslator:
         there, run the whole comprehension eagerly, and continue symbolically after it. The same
         graphs as on 3.11, where the comprehension is a function (``<listcomp>``) whose inlining
         fails, so the break is at its ``CALL`` and the callee runs as a frame of its own."""
-        from course_lib.dynamo.output_graph import BreakRecord
-
         start, end, inst, (stack, locals_, kw_names, nodes) = self.checkpoint
         self.checkpoint = None
         self.stack, self.locals, self.kw_names = list(stack), dict(locals_), kw_names
@@ -234,6 +217,7 @@ class InstructionTranslator:
                 self.current, self.ip = ins, self.ip + 1
                 self.trace.append(f"{self.code.co_name}:{ins.offset} {ins.opname} {ins.argrepr}".rstrip())
                 getattr(self, ins.opname)(ins)
+                self.refresh_containers()
         finally:
             self.eager = self.skipped
 
@@ -241,35 +225,65 @@ class InstructionTranslator:
         """A break inside a loop body: Dynamo cannot resume in the middle of a loop, so it gives
         up on the frame (the part since the last break runs without a graph). We drop the
         current graph and run the rest of the frame eagerly; callees are still translated."""
-        from course_lib.dynamo.output_graph import BreakRecord
-
         line = _rel_line(self.code, inst.line)
         reason = f"{reason} (inside a loop: the rest of {self.code.co_name} runs without a graph)"
         self.output.breaks.append(BreakRecord(reason, self.code.co_name, line, f"{inst.opname} {inst.argrepr}".strip()))
         self.output.discard_graph()
         self.skipped = self.eager = True
-        if handler is None:
-            raise NotImplementedError(f"course_lib.dynamo cannot run {inst.opname} eagerly either")
-        handler(inst)
+        self.run_eagerly(inst, handler)
 
     def break_graph(self, inst: Instr, handler, reason: str) -> None:
         """End the graph before ``inst``, run ``inst`` eagerly, continue with a fresh graph."""
-        from course_lib.dynamo.output_graph import BreakRecord
-
         where = self.code.co_name
         line = _rel_line(self.code, inst.line)
         self.output.breaks.append(BreakRecord(reason, where, line, f"{inst.opname} {inst.argrepr}".strip()))
         self.output.compile_and_run(self.live_values(), reason, True, where, line)
-        if handler is None:
-            raise NotImplementedError(f"course_lib.dynamo cannot run {inst.opname} eagerly either")
         self.eager = True
         try:
-            handler(inst)
+            self.run_eagerly(inst, handler)
         finally:
             self.eager = self.skipped
 
+    def run_eagerly(self, inst: Instr, handler) -> None:
+        if handler is None:  # frame_unsupported() keeps such frames out; a guard for learner translators
+            raise NotImplementedError(f"course_lib.dynamo has no handler for {inst.opname}, not even to run it eagerly")
+        handler(inst)
+        self.refresh_containers()
+
     def live_values(self) -> list[Var]:
         return self.stack + list(self.locals.values()) + list(self.cells.values())
+
+    def refresh_containers(self) -> None:
+        """After an instruction ran eagerly: read back what Python code did to our containers."""
+        for var in self.reachable_containers():
+            var.refresh(self.wrap)
+
+    def reachable_containers(self) -> list[Var]:
+        found: dict[int, Var] = {}
+        todo = self.live_values() + list(self.output.mutated.values())
+        while todo:
+            v = todo.pop()
+            if id(v) in found:
+                continue
+            if isinstance(v, (ListVar, DictVar, SetVar)):
+                found[id(v)] = v
+                todo.extend(v.items.values() if isinstance(v, DictVar) else v.items if isinstance(v, ListVar) else [])
+            elif isinstance(v, CellVar) and v.contents is not None:
+                todo.append(v.contents)
+            elif isinstance(v, (MethodVar, DictViewVar)):
+                todo.append(v.obj if isinstance(v, MethodVar) else v.dict_var)
+        return list(found.values())
+
+    def wrap(self, value: Any, source: Source | None = None) -> Var:
+        """The Var for a value Python code handed back: the existing Var when the object is one
+        we already track (a list we passed in, a function we made), so aliases stay aliases."""
+        if isinstance(value, (list, dict, set, types.FunctionType)):
+            for var in self.reachable_containers() + [
+                v for v in self.live_values() if isinstance(v, NestedFunctionVar)
+            ]:
+                if getattr(var, "real", None) is value:
+                    return var
+        return wrap(value, source)
 
     # -- small helpers ------------------------------------------------------------------------
     def push(self, var: Var) -> None:
@@ -344,12 +358,16 @@ class InstructionTranslator:
             self.push(NullVar())
         name = inst.argval
         if name in self.globals:
-            var = wrap(self.globals[name], Source("G", name, globals=self.globals))
-            self.push(self.use(var))
+            self.push(self.use(self.wrap(self.globals[name], Source("G", name, globals=self.globals))))
         elif hasattr(builtins, name):
             self.push(wrap(getattr(builtins, name)))
         else:
             raise NameError(f"name {name!r} is not defined")
+
+    def STORE_GLOBAL(self, inst):
+        if not self.eager:
+            raise Unsupported(f"STORE_GLOBAL {inst.argval}: assigning a global is not modelled")
+        self.globals[inst.argval] = self.pop().as_python()
 
     def LOAD_DEREF(self, inst):
         cell = self.cells[inst.argval]
@@ -377,7 +395,24 @@ class InstructionTranslator:
         self.push(self.load_attr(obj, inst.argval))
 
     def STORE_ATTR(self, inst):
-        raise Unsupported(f"STORE_ATTR {inst.argval}: attribute mutation is not modelled")
+        obj, value = self.pop(), self.pop()
+        if not self.eager:
+            raise Unsupported(f"STORE_ATTR {inst.argval}: attribute mutation is not modelled")
+        setattr(obj.as_python(), inst.argval, value.as_python())
+
+    def DELETE_ATTR(self, inst):
+        obj = self.pop()
+        if not self.eager:
+            raise Unsupported(f"DELETE_ATTR {inst.argval}: attribute mutation is not modelled")
+        delattr(obj.as_python(), inst.argval)
+
+    def IMPORT_NAME(self, inst):
+        fromlist, level = self.pop().as_python(), self.pop().as_python()
+        module = __import__(inst.argval, self.globals, None, fromlist, level)
+        self.push(PyObjVar(module))
+
+    def IMPORT_FROM(self, inst):
+        self.push(self.load_attr(self.stack[-1], inst.argval))
 
     def PUSH_NULL(self, inst):
         self.push(NullVar())
@@ -398,6 +433,10 @@ class InstructionTranslator:
         symbol = inst.argrepr
         if symbol not in BINARY_OPS:
             raise Unsupported(f"binary operator {symbol}")
+        if symbol in INPLACE_LIST_OPS and isinstance(a, ListVar) and a.kind == "list":
+            a.call_method(self, INPLACE_LIST_OPS[symbol], [b], {})  # lst += xs extends lst in place
+            self.push(a)
+            return
         self.push(self.binary(BINARY_OPS[symbol], a, b))
 
     def COMPARE_OP(self, inst):
@@ -407,14 +446,19 @@ class InstructionTranslator:
 
     def IS_OP(self, inst):
         b, a = self.pop(), self.pop()
-        same = _identity(a) is _identity(b)
+        same = _identity(a) is _identity(b) if a is not b else True
         self.push(ConstVar(same != bool(inst.arg)))
 
     def CONTAINS_OP(self, inst):
         container, item = self.pop(), self.pop()
-        if isinstance(item, TensorVar) or isinstance(container, TensorVar):
+        if not self.eager and (
+            isinstance(item, TensorVar) or container.has_tensor() and not isinstance(container, DictVar)
+        ):
             raise Unsupported("`in` on a tensor needs the data")
-        found = item.as_python() in container.as_python()
+        if isinstance(container, DictVar):
+            found = container.key_of(item) in container.items
+        else:
+            found = item.as_python() in container.as_python()
         self.push(ConstVar(found != bool(inst.arg)))
 
     def _unary(self, inst):
@@ -444,12 +488,20 @@ class InstructionTranslator:
 
     def STORE_SUBSCR(self, inst):
         key, obj, value = self.pop(), self.pop(), self.pop()
-        if isinstance(obj, (ListVar, DictVar)) and obj.source is None:
-            k = key.as_python()
-            self.output.remember(obj, "items")
-            obj.items[k] = value
-            return
-        raise Unsupported("item assignment into a tensor or an input container (mutation is not modelled)")
+        self.setitem(obj, key, value)
+
+    def STORE_SLICE(self, inst):  # 3.12: obj[start:end] = value
+        end, start, obj, value = self.pop(), self.pop(), self.pop(), self.pop()
+        self.setitem(obj, ConstVar(slice(start.as_python(), end.as_python())), value)
+
+    def DELETE_SUBSCR(self, inst):
+        key, obj = self.pop(), self.pop()
+        if isinstance(obj, (ListVar, DictVar)) and not key.has_tensor():
+            obj.delitem(self, key)
+        elif self.eager:
+            del obj.as_python()[key.as_python()]
+        else:
+            raise Unsupported(f"del on {obj.describe()}")
 
     def BUILD_SLICE(self, inst):
         parts = [v.as_python() for v in self.popn(inst.arg)]
@@ -462,9 +514,18 @@ class InstructionTranslator:
     def BUILD_LIST(self, inst):
         self.push(ListVar(self.popn(inst.arg), "list"))
 
+    def BUILD_SET(self, inst):
+        out = SetVar(set())
+        for item in self.popn(inst.arg):
+            out.add(self, item)
+        self.push(out)
+
     def BUILD_MAP(self, inst):
         flat = self.popn(2 * inst.arg)
-        self.push(DictVar({flat[i].as_python(): flat[i + 1] for i in range(0, len(flat), 2)}))
+        out = DictVar({})
+        for i in range(0, len(flat), 2):
+            out.items[out.key_of(flat[i])] = flat[i + 1]
+        self.push(out)
 
     def BUILD_CONST_KEY_MAP(self, inst):
         keys = self.pop().as_python()
@@ -476,15 +537,37 @@ class InstructionTranslator:
         self.output.remember(self.stack[-inst.arg], "items")
         self.stack[-inst.arg].items.append(value)
 
+    def SET_ADD(self, inst):
+        value = self.pop()
+        self.stack[-inst.arg].add(self, value)
+
     def MAP_ADD(self, inst):  # dict comprehensions
         value, key = self.pop(), self.pop()
-        self.output.remember(self.stack[-inst.arg], "items")
-        self.stack[-inst.arg].items[key.as_python()] = value
+        target = self.stack[-inst.arg]
+        self.output.remember(target, "items")
+        target.items[target.key_of(key)] = value
 
     def LIST_EXTEND(self, inst):
         value = self.pop()
         self.output.remember(self.stack[-inst.arg], "items")
         self.stack[-inst.arg].items.extend(self.unpack(value))
+
+    def SET_UPDATE(self, inst):
+        for item in self.unpack(self.pop()):
+            self.stack[-inst.arg].add(self, item)
+
+    def DICT_UPDATE(self, inst):  # {**a, 'k': v}
+        other = self.pop()
+        self.stack[-inst.arg].call_method(self, "update", [other], {})
+
+    def DICT_MERGE(self, inst):  # f(**a, **b): a repeated keyword is an error, as in Python
+        other, target = self.pop(), self.stack[-inst.arg]
+        if not isinstance(other, DictVar):
+            raise Unsupported(f"** of {other.describe()}")
+        repeated = set(other.items) & set(target.items)
+        if repeated:
+            raise TypeError(f"got multiple values for keyword argument {sorted(repeated)[0]!r}")
+        target.items.update(other.items)
 
     def LIST_TO_TUPLE(self, inst):
         self.push(ListVar(list(self.pop().items), "tuple"))
@@ -496,10 +579,19 @@ class InstructionTranslator:
         for item in reversed(items):
             self.push(item)
 
+    def UNPACK_EX(self, inst):  # a, *rest, b = seq
+        before, after = inst.arg & 0xFF, inst.arg >> 8
+        items = self.unpack(self.pop())
+        if len(items) < before + after:
+            raise ValueError(f"not enough values to unpack (expected at least {before + after}, got {len(items)})")
+        middle = ListVar(items[before : len(items) - after], "list")
+        for item in reversed(items[:before] + [middle] + items[len(items) - after :]):
+            self.push(item)
+
     def FORMAT_VALUE(self, inst):
         spec = self.pop().as_python() if (inst.arg or 0) & 0x04 else ""
         value = self.pop()
-        if isinstance(value, TensorVar):
+        if isinstance(value, TensorVar) and not self.eager:
             raise Unsupported("formatting a tensor as text needs its data")
         conv = {1: str, 2: repr, 3: ascii}.get((inst.arg or 0) & 0x03, lambda v: v)
         self.push(ConstVar(format(conv(value.as_python()), spec)))
@@ -542,7 +634,12 @@ class InstructionTranslator:
 
     def GET_ITER(self, inst):
         obj = self.pop()
-        self.push(IteratorVar(self.unpack(obj)))
+        if isinstance(obj, IteratorVar):
+            self.push(obj)
+        elif isinstance(obj, ListVar) and obj.kind == "list":  # a live iterator: sees appends
+            self.push(IteratorVar(obj.items))
+        else:
+            self.push(IteratorVar(self.unpack(obj)))
 
     def FOR_ITER(self, inst):
         it = self.stack[-1]
@@ -571,13 +668,19 @@ class InstructionTranslator:
             self.output.compile_and_run([self.return_value], "return", False, self.code.co_name, line)
 
     def RAISE_VARARGS(self, inst):
-        raise Unsupported("raise: exceptions are not modelled")
+        parts = self.popn(inst.arg)
+        if not self.eager:
+            raise Unsupported("raise: exceptions are not modelled (the frame has no handler, so it propagates)")
+        exc = parts[0].as_python() if parts else RuntimeError("No active exception to reraise")
+        if len(parts) == 2:
+            raise exc from parts[1].as_python()
+        raise exc
+
+    def LOAD_ASSERTION_ERROR(self, inst):
+        self.push(BuiltinVar(AssertionError))
 
     def RERAISE(self, inst):  # exception-cleanup blocks (3.12 inlined comprehensions): never reached normally
         raise Unsupported("exceptions are not modelled")
-
-    def BEFORE_WITH(self, inst):
-        raise Unsupported("with blocks are not modelled")
 
     # --- functions -----------------------------------------------------------------------------
     def KW_NAMES(self, inst):
@@ -598,12 +701,14 @@ class InstructionTranslator:
         self.push(self.call_function(fn, args, kwargs))
 
     def CALL_FUNCTION_EX(self, inst):
-        kwargs = self.pop().items if inst.arg & 1 else {}
+        kwargs = self.pop() if inst.arg & 1 else DictVar({})
+        if not isinstance(kwargs, DictVar):
+            raise Unsupported(f"** of {kwargs.describe()}")
         args = self.unpack(self.pop())
         fn = self.pop()
         if self.stack and isinstance(self.stack[-1], NullVar):
             self.pop()
-        self.push(self.call_function(fn, list(args), dict(kwargs)))
+        self.push(self.call_function(fn, list(args), dict(kwargs.items)))
 
     def MAKE_FUNCTION(self, inst):
         code = self.pop().value
@@ -615,34 +720,15 @@ class InstructionTranslator:
         defaults = tuple(self.pop().items) if flags & 0x01 else ()
         self.push(NestedFunctionVar(code, self.globals, defaults, dict(kwdefaults), closure))
 
-    # ====================================================================== value rules
+    # ====================================================================== dispatch to the values' rules
+    # Each asks the Var (variables/); after a break (``eager``) a rule that cannot capture falls
+    # back to plain Python on the values.
     def truth(self, value: Var, inst: Instr | None = None) -> bool:
-        if isinstance(value, TensorVar):
-            if self.eager:
-                return bool(value.value)
-            raise Unsupported("generic_jump TensorVariable()")
-        if isinstance(value, ListVar):
-            return bool(value.items)
-        if isinstance(value, DictVar):
-            return bool(value.items)
-        return bool(value.as_python())
+        return value.truth(self)
 
     def unpack(self, value: Var) -> list[Var]:
         """The items of an iterable Var (loops and unpacking are unrolled over them)."""
-        if isinstance(value, ListVar):
-            return [self.use(v) for v in value.items]
-        if isinstance(value, IteratorVar):
-            return value.items[value.pos :]
-        if isinstance(value, DictVar):
-            return [ConstVar(k) for k in value.items]
-        if isinstance(value, TensorVar):
-            return [self.getitem(value, ConstVar(i)) for i in range(value.value.shape[0])]
-        if isinstance(value, ModuleVar) and isinstance(value.value, (torch.nn.Sequential, torch.nn.ModuleList)):
-            src = value.source
-            return [self.use(wrap(m, src.item(i) if src else None)) for i, m in enumerate(value.value)]
-        if isinstance(value, ConstVar) and isinstance(value.value, (range, tuple, list, str, torch.Size)):
-            return [ConstVar(v) for v in value.value]
-        raise Unsupported(f"cannot iterate over {value.describe()}")
+        return value.unpack(self)
 
     def binary(self, op, a: Var, b: Var) -> Var:
         if isinstance(a, TensorVar) or isinstance(b, TensorVar):
@@ -651,88 +737,54 @@ class InstructionTranslator:
             return ListVar(a.items + b.items, a.kind)
         if isinstance(a, ListVar) and isinstance(b, ConstVar) and op is operator.mul:
             return ListVar(a.items * b.value, a.kind)
-        if isinstance(a, (ConstVar, ListVar)) and isinstance(b, (ConstVar, ListVar)):
-            return wrap(op(a.as_python(), b.as_python()))
+        if self.eager or not (a.has_tensor() or b.has_tensor()):
+            return self.wrap(op(a.as_python(), b.as_python()))
         raise Unsupported(f"{op.__name__} on {a.describe()} and {b.describe()}")
 
     def getitem(self, obj: Var, index: Var) -> Var:
-        if isinstance(obj, TensorVar):
-            return self.call_operator(operator.getitem, [obj, index])
-        if isinstance(index, TensorVar):
+        if isinstance(index, TensorVar) and not isinstance(obj, TensorVar) and not self.eager:
             raise Unsupported("indexing a Python container with a tensor")
-        key = index.as_python()
-        if isinstance(obj, ListVar):
-            picked = obj.items[key]
-            return ListVar(picked, obj.kind) if isinstance(key, slice) else self.use(picked)
-        if isinstance(obj, DictVar):
-            return self.use(obj.items[key])
-        if isinstance(obj, ConstVar):
-            return wrap(obj.value[key])
-        if isinstance(obj, ModuleVar):  # nn.Sequential / ModuleList indexing
-            sub = obj.value[key]
-            return self.use(wrap(sub, obj.source.item(key) if obj.source else None))
-        raise Unsupported(f"subscript of {obj.describe()}")
+        return obj.getitem(self, index)
+
+    def setitem(self, obj: Var, key: Var, value: Var) -> None:
+        if isinstance(obj, (ListVar, DictVar)) and not key.has_tensor():
+            obj.setitem(self, key, value)
+        elif self.eager:
+            obj.as_python()[key.as_python()] = value.as_python()
+        else:
+            raise Unsupported(f"item assignment into {obj.describe()} (tensor mutation is not modelled)")
 
     def load_attr(self, obj: Var, name: str) -> Var:
-        if isinstance(obj, TensorVar):
-            if name in TENSOR_STATIC_ATTRS:
-                return ConstVar(getattr(obj.value, name))
-            attr = getattr(torch.Tensor, name, None)
-            if callable(attr):
-                return MethodVar(obj, name)
-            return self.call_operator(getattr, [obj, ConstVar(name)])
-        if isinstance(obj, ModuleVar):
-            return self.module_attr(obj, name)
-        if isinstance(obj, PyObjVar):
-            value = getattr(obj.value, name)
-            from_module = isinstance(obj.value, types.ModuleType)
-            src = obj.source.attr(name) if obj.source is not None and not from_module else None
-            return self.use(wrap(value, src))
-        if isinstance(obj, (ListVar, DictVar, ConstVar)):
-            value = getattr(obj.as_python(), name)
-            return MethodVar(obj, name) if callable(value) else wrap(value)
-        if isinstance(obj, (FunctionVar, TorchFnVar, BuiltinVar)):
-            return wrap(getattr(obj.value, name))
-        raise Unsupported(f"attribute {name} of {obj.describe()}")
+        if self.eager and not isinstance(obj, (ModuleVar, TensorVar)):
+            return self.wrap(getattr(obj.as_python(), name)) if not isinstance(obj, (ListVar, DictVar, SetVar)) else (
+                obj.var_getattr(self, name))  # fmt: skip
+        return obj.var_getattr(self, name)
 
     def module_attr(self, obj: ModuleVar, name: str) -> Var:
-        mod = obj.value
-        src = obj.source.attr(name) if obj.source is not None else None
-        if name in mod._modules:
-            return self.use(ModuleVar(mod._modules[name], source=src))
-        if name in mod._parameters or name in mod._buffers:
-            tensor = getattr(mod, name)
-            var = TensorVar(tensor, source=src)
-            if not self.eager:
-                target = self.output.register_tensor(tensor, src.name if src else name)
-                var.node, var.graph_id = self.output.graph.get_attr(target), self.output.graph_id
-            return var
-        value = getattr(mod, name)
-        if isinstance(value, types.MethodType):
-            return MethodVar(obj, name)
-        return self.use(wrap(value, src))
+        return obj.var_getattr(self, name)
 
-    # ---------------------------------------------------------------------- calls
+    def call_method(self, obj: Var, name: str, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        return obj.call_method(self, name, args, kwargs)
+
+    def call_builtin(self, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        return call_builtin(self, fn, args, kwargs)
+
+    def call_torch(self, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        return TorchFnVar(fn).call_function(self, args, kwargs)
+
+    def call_module(self, mod: ModuleVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        return mod.call_function(self, args, kwargs)
+
     def call_function(self, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         """Dispatch a call on the kind of callable (Dynamo: ``VariableTracker.call_function``)."""
         if self.eager:
             return self.call_eagerly(fn, args, kwargs)
-        if isinstance(fn, BuiltinVar):
-            return self.call_builtin(fn.value, args, kwargs)
-        if isinstance(fn, TorchFnVar):
-            return self.call_torch(fn.value, args, kwargs)
-        if isinstance(fn, MethodVar):
-            return self.call_method(fn.obj, fn.name, args, kwargs)
-        if isinstance(fn, ModuleVar):
-            return self.call_module(fn, args, kwargs)
-        if isinstance(fn, (FunctionVar, NestedFunctionVar)):
-            return self.inline_call(fn, args, kwargs)
-        if isinstance(fn, PyObjVar) and isinstance(fn.value, type) and fn.value is torch.Size:
-            return ConstVar(torch.Size(*[a.as_python() for a in args]))
-        raise Unsupported(f"call to {_callable_name(fn)} is not supported")
+        return fn.call_function(self, args, kwargs)
 
     def call_eagerly(self, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         """Run a call for real (after a graph break). A user function gets its own frame."""
+        if isinstance(fn, MethodVar) and isinstance(fn.obj, (ListVar, DictVar, SetVar)):
+            return fn.call_function(self, args, kwargs)  # the container's own rules keep the Var current
         pyargs = [a.as_python() for a in args]
         pykw = {k: v.as_python() for k, v in kwargs.items()}
         target = fn.as_python()
@@ -741,12 +793,10 @@ class InstructionTranslator:
             and isinstance(fn.obj, ModuleVar)
             and is_user_function(getattr(target, "__func__", None))
         ):
-            return wrap(self.output_run_frame(target, pyargs, pykw))
-        if isinstance(fn, (FunctionVar, NestedFunctionVar)):
-            return wrap(self.output_run_frame(target, pyargs, pykw))
-        if isinstance(fn, ModuleVar) and not _is_leaf(fn.value):
-            return wrap(self.output_run_frame(fn.value, pyargs, pykw))
-        return wrap(target(*pyargs, **pykw))
+            return self.wrap(self.output_run_frame(target, pyargs, pykw))
+        if isinstance(fn, (FunctionVar, NestedFunctionVar)) or (isinstance(fn, ModuleVar) and not _is_leaf(fn.value)):
+            return self.wrap(self.output_run_frame(target, pyargs, pykw))
+        return self.wrap(target(*pyargs, **pykw))
 
     def output_run_frame(self, fn, args, kwargs):
         from course_lib.dynamo.eval_frame import run_frame
@@ -756,9 +806,10 @@ class InstructionTranslator:
     def call_operator(self, op, args: list[Var]) -> Var:
         """``operator.add`` and friends on tensors: a call_function node."""
         if self.eager:
-            return wrap(op(*[a.as_python() for a in args]))
-        return self.call_torch(op, args, {})
+            return self.wrap(op(*[a.as_python() for a in args]))
+        return TorchFnVar(op).call_function(self, args, {})
 
+    # ---------------------------------------------------------------------- graph building
     def graph_arg(self, var: Var) -> Any:
         """A Var as an FX node argument (tensors by node, constants by value)."""
         if isinstance(var, TensorVar):
@@ -795,122 +846,7 @@ class InstructionTranslator:
             self.output.graph.erase_node(node)
         return wrap(example)
 
-    def call_torch(self, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
-        pyargs = [a.as_python() for a in args]
-        pykw = {k: v.as_python() for k, v in kwargs.items()}
-        if getattr(fn, "__name__", "") in ("manual_seed", "set_grad_enabled"):
-            raise Unsupported(f"torch.{fn.__name__} changes global state")
-        example = fn(*pyargs, **pykw)
-        return self.add_node("call_function", fn, args, kwargs, example)
-
-    def call_method(self, obj: Var, name: str, args: list[Var], kwargs: dict[str, Var]) -> Var:
-        if isinstance(obj, TensorVar):
-            if name in TENSOR_DATA_METHODS:
-                raise Unsupported(TENSOR_DATA_METHODS[name])
-            if name in TENSOR_STATIC_METHODS:
-                return wrap(getattr(obj.value, name)(*[a.as_python() for a in args]))
-            if name.endswith("_") and not name.endswith("__"):
-                raise Unsupported(f"in-place Tensor.{name}: course_lib.dynamo does not model mutation")
-            example = getattr(obj.value, name)(
-                *[a.as_python() for a in args], **{k: v.as_python() for k, v in kwargs.items()}
-            )
-            return self.add_node("call_method", name, [obj] + args, kwargs, example)
-        if isinstance(obj, ModuleVar):
-            fn = getattr(type(obj.value), name)
-            if name == "forward" or is_user_function(fn) or not _is_leaf(obj.value):
-                return self.inline_call(FunctionVar(fn), [obj] + args, kwargs)
-            raise Unsupported(f"method {name} of {type(obj.value).__name__}")
-        if isinstance(obj, ListVar) and obj.kind == "list":
-            if obj.source is not None and name in (
-                "append",
-                "extend",
-                "insert",
-                "pop",
-                "remove",
-                "clear",
-                "sort",
-                "reverse",
-            ):
-                raise Unsupported(f"list.{name} on an input list (side effects are not replayed)")
-            self.output.remember(obj, "items")
-            if name == "append":
-                obj.items.append(args[0])
-                return ConstVar(None)
-            if name == "extend":
-                obj.items.extend(self.unpack(args[0]))
-                return ConstVar(None)
-            if name == "pop":
-                return obj.items.pop(*[a.as_python() for a in args])
-        if isinstance(obj, DictVar):
-            if name == "items":
-                return ListVar([ListVar([ConstVar(k), v], "tuple") for k, v in obj.items.items()])
-            if name == "keys":
-                return ListVar([ConstVar(k) for k in obj.items])
-            if name == "values":
-                return ListVar(list(obj.items.values()))
-            if name == "get":
-                key = args[0].as_python()
-                return obj.items.get(key, args[1] if len(args) > 1 else ConstVar(None))
-        if isinstance(obj, (ConstVar, ListVar)) and not _has_tensor(args):
-            return wrap(getattr(obj.as_python(), name)(*[a.as_python() for a in args]))
-        raise Unsupported(f"method {name} of {obj.describe()}")
-
-    def call_module(self, mod: ModuleVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
-        module = mod.value
-        if _is_leaf(module):
-            name = self.output.register_module(module, mod.source.name if mod.source else type(module).__name__)
-            example = module(*[a.as_python() for a in args], **{k: v.as_python() for k, v in kwargs.items()})
-            return self.add_node("call_module", name, args, kwargs, example)
-        return self.inline_call(FunctionVar(type(module).forward), [mod] + args, kwargs)
-
-    def call_builtin(self, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
-        """Rules for Python builtins (Dynamo: BuiltinVariable)."""
-        name = getattr(fn, "__name__", str(fn))
-        if fn is print:
-            raise Unsupported("Failed to trace builtin operator: print (a side effect Dynamo cannot put in a graph)")
-        if fn is len:
-            (obj,) = args
-            if isinstance(obj, TensorVar):
-                return ConstVar(len(obj.value))
-            if isinstance(obj, (ListVar, DictVar)):
-                return ConstVar(len(obj.items))
-        if fn is isinstance:
-            obj, cls = args
-            return ConstVar(isinstance(obj.as_python(), cls.as_python()))
-        if fn in (range,):
-            return ConstVar(range(*[a.as_python() for a in args]))
-        if fn is enumerate:
-            start = args[1].as_python() if len(args) > 1 else 0
-            return ListVar([ListVar([ConstVar(i + start), v], "tuple") for i, v in enumerate(self.unpack(args[0]))])
-        if fn is zip:
-            columns = [self.unpack(a) for a in args]
-            return ListVar([ListVar(list(row), "tuple") for row in zip(*columns)])
-        if fn in (list, tuple) and args:
-            return ListVar(self.unpack(args[0]), "list" if fn is list else "tuple")
-        if fn is reversed:
-            return ListVar(list(reversed(self.unpack(args[0]))))
-        if fn is getattr:
-            return self.load_attr(args[0], args[1].as_python())
-        if fn is hasattr:
-            return ConstVar(hasattr(args[0].as_python(), args[1].as_python()))
-        if fn is type:
-            return wrap(type(args[0].as_python()))
-        if fn in (int, float, bool) and isinstance(args[0], TensorVar):
-            raise Unsupported(f"{name}(tensor) needs the data")
-        if fn is abs and isinstance(args[0], TensorVar):
-            return self.call_operator(operator.abs, args)
-        if fn is sum and args and isinstance(args[0], ListVar):
-            total = args[1] if len(args) > 1 else ConstVar(0)
-            for item in args[0].items:
-                total = self.binary(operator.add, total, item)
-            return total
-        if fn in (min, max) and len(args) == 2 and _has_tensor(args):
-            raise Unsupported(f"{name} of tensors needs the data")
-        pure = fn in FOLDABLE_BUILTINS or getattr(fn, "__module__", None) in ("math", "_operator", "operator")
-        if pure and not _has_tensor(list(args) + list(kwargs.values())):
-            return wrap(fn(*[a.as_python() for a in args], **{k: v.as_python() for k, v in kwargs.items()}))
-        raise Unsupported(f"builtin {name} is not supported")
-
+    # ---------------------------------------------------------------------- inlining
     def inline_call(self, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         """Run a user function with a child translator sharing the graph (inlining)."""
         if self.depth >= MAX_INLINE_DEPTH:
@@ -922,17 +858,37 @@ class InstructionTranslator:
             kwdefaults = {k: wrap(v) for k, v in (func.__kwdefaults__ or {}).items()}
             closure_src = fn.source.attr("__closure__") if fn.source is not None else None
             cells = tuple(
-                CellVar(wrap(c.cell_contents, closure_src.item(i).attr("cell_contents") if closure_src else None))
+                CellVar(self.wrap(c.cell_contents, closure_src.item(i).attr("cell_contents") if closure_src else None))
                 for i, c in enumerate(func.__closure__ or ())
             )
         else:
             code, globs, defaults, kwdefaults, cells = fn.code, fn.globals, fn.defaults, fn.kwdefaults, fn.closure
+        problem = frame_unsupported(code)
+        if problem is not None:
+            raise Unsupported(f"cannot inline {code.co_name}: {problem}")
         bound = bind_arguments(code, defaults, kwdefaults, args, kwargs)
         child = type(self)(code, bound, globs, self.output, dict(zip(code.co_freevars, cells)), parent=self)
         child.eager = self.eager
         result = child.run()
         self.trace.extend("  " + t for t in child.trace)
         return result
+
+
+def frame_unsupported(code: types.CodeType) -> str | None:
+    """Why a frame cannot be translated at all, or None. Such a frame runs as plain Python."""
+    if code.co_flags & _GENERATOR_FLAGS:
+        return "generator or coroutine functions are not translated (the frame runs without a graph)"
+    instrs = instructions(code)
+    comprehensions = comprehension_regions(instrs)
+    offsets = [ins.offset for ins in instrs]
+    for entry in dis.Bytecode(code).exception_entries:
+        start = next((i for i, off in enumerate(offsets) if off >= entry.start), len(offsets))
+        if not any(s <= start <= e for s, e in comprehensions.items()):
+            return "try/except or with blocks are not modelled (the frame runs without a graph)"
+    missing = sorted({ins.opname for ins in instrs} - set(HANDLED))
+    if missing:
+        return f"opcode {missing[0]} has no handler (the frame runs without a graph)"
+    return None
 
 
 def bind_arguments(code: types.CodeType, defaults: tuple, kwdefaults: dict, args: list, kwargs: dict) -> dict[str, Any]:
@@ -985,15 +941,13 @@ def stack_label(var: Var) -> str:
 
 
 def _is_leaf(module: torch.nn.Module) -> bool:
-    cls = type(module)
-    return cls.__module__.startswith("torch.nn") and cls.__name__ not in ("Sequential", "ModuleList", "ModuleDict")
+    from course_lib.dynamo.variables import is_leaf_module
+
+    return is_leaf_module(module)
 
 
 def _has_tensor(values) -> bool:
-    for v in values:
-        if isinstance(v, TensorVar) or (isinstance(v, ListVar) and _has_tensor(v.items)):
-            return True
-    return False
+    return any_tensor(values)
 
 
 def _identity(var: Var) -> Any:
@@ -1002,16 +956,11 @@ def _identity(var: Var) -> Any:
     return var.as_python()
 
 
-def _callable_name(fn: Var) -> str:
-    value = getattr(fn, "value", None)
-    return getattr(value, "__qualname__", None) or type(value).__name__ if value is not None else fn.describe()
-
-
 def _rel_line(code: types.CodeType, line: int | None) -> int | None:
     return None if line is None else line - code.co_firstlineno
 
 
-_PY312 = __import__("sys").version_info >= (3, 12)
+_PY312 = sys.version_info >= (3, 12)
 
 # What precedes BUILD_LIST/BUILD_MAP 0 in a 3.12 inlined comprehension (Dynamo derives the same
 # list from ``dis`` of ``[i for i in range(1)]`` in comprehension_graph_break.py).
@@ -1036,6 +985,7 @@ def comprehension_regions(instrs: list[Instr]) -> dict[int, int]:
                 break
     return regions
 
+
 HANDLED = sorted(
     name for name in dir(InstructionTranslator) if name.isupper() and callable(getattr(InstructionTranslator, name))
 )
@@ -1047,4 +997,7 @@ def opcode_coverage(names: list[str] | None = None) -> dict[str, bool]:
     return {n: n in HANDLED for n in names}
 
 
-__all__ = ["HANDLED", "InstructionTranslator", "Unsupported", "bind_arguments", "opcode_coverage", "is_torch_callable"]
+__all__ = [
+    "BINARY_OPS", "COMPARE_OPS", "HANDLED", "InstructionTranslator", "UNARY_OPS", "Unsupported", "bind_arguments",
+    "frame_unsupported", "is_torch_callable", "opcode_coverage",
+]  # fmt: skip
