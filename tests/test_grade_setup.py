@@ -1,0 +1,67 @@
+"""nbgrader for instructors: `make grade-setup` builds a course directory, and a submitted lab gets a known score."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+from course_lib import env
+
+ROOT = env.repo_root()
+NOTEBOOK = "05b_memory_occupancy_collectives"  # five checks, one per exercise; runs in seconds
+
+
+def _load_grade_setup():
+    spec = importlib.util.spec_from_file_location("grade_setup", ROOT / "tools" / "grade_setup.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _nbgrader_cells(nb: dict, kind: str) -> list[dict]:
+    return [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get(kind)]
+
+
+def test_tagging_marks_answers_and_checks():
+    gs = _load_grade_setup()
+    nb = json.loads((ROOT / "solutions" / "05_gpu" / f"{NOTEBOOK}.ipynb").read_text())
+    assert gs.tag_notebook(nb) == (5, 5)
+    grades = _nbgrader_cells(nb, "grade")
+    assert all(c["metadata"]["nbgrader"]["locked"] for c in grades)
+    assert all("lab.results.get(" in "".join(c["source"]) for c in grades)
+    bad = {"cells": [{"cell_type": "code", "id": "x", "metadata": {},
+                      "source": "def f():\n    ### BEGIN SOLUTION\n    pass\n    ### END SOLUTION\nlab.run('f', f)"}]}  # fmt: skip
+    with pytest.raises(ValueError, match="both an answer and a check"):
+        gs.tag_notebook(bad)
+
+
+def test_autograde_one_solved_exercise_scores_one_point(tmp_path):
+    from nbgrader.api import Gradebook
+
+    gs = _load_grade_setup()
+    assert gs.build(tmp_path, only=[NOTEBOOK]) == {NOTEBOOK: (5, 5)}
+    source = json.loads((tmp_path / "source" / NOTEBOOK / f"{NOTEBOOK}.ipynb").read_text())
+    release = json.loads((tmp_path / "release" / NOTEBOOK / f"{NOTEBOOK}.ipynb").read_text())
+    answers = _nbgrader_cells(source, "solution")
+    stubs = _nbgrader_cells(release, "solution")
+    assert len(stubs) == 5 and all(gs.STUB in "".join(c["source"]) for c in stubs), "the student version keeps the answers"
+    assert all("### BEGIN SOLUTION" not in "".join(c["source"]) for c in release["cells"])
+
+    # A learner solves the first exercise (the roofline point) and leaves the other four alone.
+    stubs[0]["source"] = answers[0]["source"]
+    submitted = tmp_path / "submitted" / "learner1" / NOTEBOOK / f"{NOTEBOOK}.ipynb"
+    submitted.parent.mkdir(parents=True)
+    submitted.write_text(json.dumps(release, indent=1))
+    proc = subprocess.run(
+        [sys.executable, "-m", "nbgrader", "autograde", NOTEBOOK, "--student", "learner1", "--force", "--create"],
+        cwd=tmp_path, capture_output=True, text=True, env=gs.venv_env(), timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
+        sub = gb.find_submission(NOTEBOOK, "learner1")
+        assert (sub.score, sub.max_score) == (1.0, 5.0)
+        nb = gb.find_submission_notebook(NOTEBOOK, NOTEBOOK, "learner1")
+        scored = sorted(g.name for g in nb.grades if g.score)
+        assert scored == [next(c["metadata"]["nbgrader"]["grade_id"] for c in _nbgrader_cells(source, "grade"))]
