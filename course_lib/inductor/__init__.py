@@ -5,9 +5,10 @@ codegen/triton.py, codegen/wrapper.py, compile_fx.py). The pipeline, one module 
 
     ATen FX graph --lowering--> GraphIR (buffers, sympy indices)   ir.py / lowering.py
         --scheduler--> Schedule (fused kernels, memory plan)       scheduler.py
-        --cpp / triton_codegen--> kernel source -> .so / Triton    cpp.py / triton_codegen.py
-        --wrapper--> Python ``call(args)``                          wrapper.py
-    compile_fx(gm, example_inputs): the torch.compile backend      backend.py
+        --codegen--> kernel source -> .so / Triton module          codegen/cpp.py, codegen/triton.py
+        --wrapper--> Python ``call(args)``                          codegen/wrapper.py
+    compile_fx(gm, example_inputs): the torch.compile backend      compile_fx.py
+    index algebra and size symbols (dynamic shapes), all stages    sizevars.py
 
 Use it as ``torch.compile(model, backend=course_lib.inductor.compile_fx)`` or
 ``backend="course_lib"`` (registered with Dynamo when this package is imported); the backend
@@ -17,7 +18,8 @@ instead: course_lib.aot's joint graph and partition, then this package on both g
 
 from __future__ import annotations
 
-from course_lib.inductor.backend import (
+from course_lib.inductor.compile_fx import (
+    BACKENDS,
     CompiledGraph,
     compile_fx,
     compile_graph,
@@ -30,7 +32,7 @@ from course_lib.inductor.lowering import LOWERINGS, Unsupported, lower
 from course_lib.inductor.scheduler import can_fuse, fuse, kernel_stats, ladder, schedule_stats, unfused
 
 __all__ = [
-    "LOWERINGS", "Buffer", "CompiledGraph", "GraphIR", "Unsupported", "can_fuse", "compile_fx", "compile_graph",
+    "BACKENDS", "LOWERINGS", "Buffer", "CompiledGraph", "GraphIR", "Unsupported", "can_fuse", "compile_fx", "compile_graph",
     "compile_with_course_aot",
     "fuse", "inner_compiler", "kernel_stats", "ladder", "lower", "register", "schedule_graph", "schedule_stats",
     "unfused",

@@ -11,8 +11,10 @@ from __future__ import annotations
 import numpy as np
 import sympy
 
-from course_lib.inductor.ir import Const, FloorDiv, IndexValue, Load, ModIdx
-from course_lib.inductor.scheduler import Acc, KernelPlan, kernel_vars
+from course_lib.inductor.ir import Const, IndexValue, Load
+from course_lib.inductor.lowering import Unsupported
+from course_lib.inductor.scheduler import Acc, KernelPlan
+from course_lib.inductor.sizevars import FloorDiv, ModIdx, kernel_vars
 
 NP = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int32": np.int32, "int16": np.int16,
       "int8": np.int8, "uint8": np.uint8, "bool": np.bool_}  # fmt: skip
@@ -114,3 +116,10 @@ class PlanInterpreter:
 
 def build(kernels):
     return {k.name: PlanInterpreter(k.plan, k.plan.reads + k.plan.writes) for k in kernels}
+
+
+def backend(kernels, graph):
+    """The ``python`` backend of :data:`course_lib.inductor.compile_fx.BACKENDS` (static sizes only)."""
+    if graph.dynamic:
+        raise Unsupported("the numpy reference executor runs static sizes only (dynamic shapes: use codegen='cpp')")
+    return "# kernels run by course_lib.inductor.interpret (numpy)", build(kernels), False

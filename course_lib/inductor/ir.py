@@ -11,7 +11,7 @@ reduction, ``r0, r1, ...`` (one per reduced dimension). Memory is touched only t
 :class:`Load` with a sympy index expression, so "which element of which buffer" is plain
 algebra that fusion and code generation can compare and substitute.
 
-Simplified against Inductor: static shapes only, every buffer is contiguous except graph
+Simplified against Inductor: sizes are ints or sympy expressions of size symbols (sizevars.py), every buffer is contiguous except graph
 inputs and extern outputs, every pointwise op is realized (Inductor already inlines pointwise
 chains while lowering; here the scheduler does all the fusing so the ladder is visible),
 reductions are two-pass (no Welford).
@@ -20,119 +20,23 @@ reductions are two-pass (no Welford).
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 
 import sympy
 
-# ---------------------------------------------------------------------------
-# index algebra
-# ---------------------------------------------------------------------------
-
-
-class FloorDiv(sympy.Function):
-    """``a // b`` for non-negative integers (Inductor: ``torch/utils/_sympy/functions.py``)."""
-
-    nargs = 2
-
-    @classmethod
-    def eval(cls, a, b):
-        if b == 1:
-            return a
-        if a == 0:
-            return sympy.Integer(0)
-        if a.is_Integer and b.is_Integer:
-            return sympy.Integer(int(a) // int(b))
-        return None
-
-
-class ModIdx(sympy.Function):
-    """``a % b`` for non-negative integers (Inductor's ``ModularIndexing`` with divisor 1)."""
-
-    nargs = 2
-
-    @classmethod
-    def eval(cls, a, b):
-        if b == 1 or a == 0:
-            return sympy.Integer(0)
-        if a.is_Integer and b.is_Integer:
-            return sympy.Integer(int(a) % int(b))
-        return None
-
-
-def sym(name: str) -> sympy.Symbol:
-    """An index variable: non-negative integer, so sympy can simplify with it."""
-    return sympy.Symbol(name, integer=True, nonnegative=True)
-
-
-def contiguous_strides(shape) -> tuple[int, ...]:
-    strides, acc = [], 1
-    for size in reversed(shape):
-        strides.append(acc)
-        acc *= max(size, 1)
-    return tuple(reversed(strides))
-
-
-def flat_index(idx, strides, offset=0) -> sympy.Expr:
-    """``offset + sum(idx[d] * strides[d])``: where element ``idx`` lives in memory."""
-    return sympy.Integer(offset) + sum((sympy.Integer(s) * i for i, s in zip(idx, strides) if s), sympy.Integer(0))
-
-
-def _linear_terms(expr: sympy.Expr):
-    """``{symbol: coeff}, constant`` for an affine expression, or None when it is not affine."""
-    expr = sympy.expand(expr)
-    coeffs, const = {}, 0
-    for term in sympy.Add.make_args(expr):
-        if term.is_Integer:
-            const += int(term)
-            continue
-        c, rest = term.as_coeff_Mul()
-        if not (rest.is_Symbol and c.is_Integer):
-            return None
-        coeffs[rest] = coeffs.get(rest, 0) + int(c)
-    return coeffs, const
-
-
-def split_div_mod(expr: sympy.Expr, divisor: int, ranges: dict) -> tuple[sympy.Expr, sympy.Expr]:
-    """``(expr // divisor, expr % divisor)``, simplified when the affine terms split cleanly.
-
-    ``ranges`` maps each index symbol to its size. Terms whose coefficient is a multiple of
-    ``divisor`` go to the quotient; if the remaining terms are provably in ``[0, divisor)``
-    they are the remainder. Otherwise the result keeps ``FloorDiv``/``ModIdx``.
-    """
-    terms = _linear_terms(expr)
-    if terms is not None and all(s in ranges for s in terms[0]):
-        coeffs, const = terms
-        q = sympy.Integer(const // divisor)
-        r = sympy.Integer(const % divisor)
-        hi = const % divisor
-        for s, c in coeffs.items():
-            if c % divisor == 0:
-                q += sympy.Integer(c // divisor) * s
-            else:
-                r += sympy.Integer(c) * s
-                hi += c * (ranges[s] - 1) if c > 0 else 0
-                if c < 0:
-                    hi = math.inf
-        if hi < divisor:
-            return sympy.expand(q), sympy.expand(r)
-    return FloorDiv(expr, divisor), ModIdx(expr, divisor)
-
-
-def decompose(expr: sympy.Expr, shape, ranges: dict) -> list[sympy.Expr]:
-    """Per-dimension indices of the contiguous flat index ``expr`` into ``shape``."""
-    out = []
-    for d in range(len(shape) - 1, -1, -1):
-        if shape[d] == 1:
-            out.append(sympy.Integer(0))
-            continue
-        if d == 0:
-            out.append(expr)
-            break
-        expr, rem = split_div_mod(expr, shape[d], ranges)
-        out.append(rem)
-    return list(reversed(out))
-
+# the index algebra lives in sizevars.py; these names are re-exported for lowering.py and the notebooks
+from course_lib.inductor.sizevars import (  # noqa: F401
+    FloorDiv,
+    ModIdx,
+    contiguous_strides,
+    decompose,
+    flat_index,
+    prod,
+    SizeVars,
+    split_div_mod,
+    subs_index,
+    sym,
+)
 
 # ---------------------------------------------------------------------------
 # element expressions (the ops.* vocabulary)
@@ -217,20 +121,6 @@ def map_loads(expr, fn):
     return expr
 
 
-def subs_index(expr, mapping: dict):
-    """Substitute index symbols everywhere in ``expr`` (loads and index values)."""
-    if not mapping:
-        return expr
-    if isinstance(expr, Load):
-        ind = tuple((s, subs_index(e, mapping)) for s, e in expr.indirect)
-        return Load(expr.buf, sympy.sympify(expr.index).xreplace(mapping), expr.dtype, ind)
-    if isinstance(expr, IndexValue):
-        return IndexValue(sympy.sympify(expr.index).xreplace(mapping), expr.dtype)
-    if isinstance(expr, Op):
-        return Op(expr.op, tuple(subs_index(a, mapping) for a in expr.args), expr.dtype)
-    return expr
-
-
 def count_ops(expr) -> int:
     """Arithmetic ops in one element's body (the flop estimate of the roofline)."""
     if isinstance(expr, Op):
@@ -272,8 +162,9 @@ class Buffer:
             self.stride = contiguous_strides(self.shape)
 
     @property
-    def numel(self) -> int:
-        return math.prod(self.shape)
+    def numel(self):
+        """Element count: an int, or a sympy expression of size symbols (dynamic shapes)."""
+        return prod(self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -313,12 +204,27 @@ class GraphIR:
     inputs: list[str]
     outputs: list  # per output: ("buf", name, size, stride, offset) | ("none",) | ("const", value)
     fallback_reason: str | None = None
+    sizevars: SizeVars = field(default_factory=SizeVars)  # size symbols of a dynamic-shape graph
+    scalar_inputs: dict = field(default_factory=dict)  # SymInt placeholder name -> its size expression
 
     def buffer(self, name: str) -> Buffer:
-        return self._by_name()[name]
+        """The buffer called ``name`` (the name index is built once, on first use)."""
+        index = self.__dict__.get("_index")
+        if index is None or len(index) != len(self.buffers):
+            index = self.__dict__["_index"] = {b.name: b for b in self.buffers}
+        return index[name]
 
-    def _by_name(self):
-        return {b.name: b for b in self.buffers}
+    def position(self, name: str) -> int:
+        """Execution-order position of a buffer."""
+        positions = self.__dict__.get("_positions")
+        if positions is None or len(positions) != len(self.buffers):
+            positions = self.__dict__["_positions"] = {b.name: i for i, b in enumerate(self.buffers)}
+        return positions[name]
+
+    def nbytes(self, name: str) -> int:
+        """Bytes of a buffer, size symbols evaluated at their example values."""
+        b = self.buffer(name)
+        return self.sizevars.hint(b.numel) * ITEMSIZE.get(b.dtype, 4)
 
     def __str__(self):
         """Printed like ``ir_pre_fusion.txt`` under TORCH_COMPILE_DEBUG=1."""
@@ -326,3 +232,8 @@ class GraphIR:
 
     def replace(self, **kw) -> GraphIR:
         return dataclasses.replace(self, **kw)
+
+    @property
+    def dynamic(self) -> bool:
+        """True when some size is a symbol (compiled once for many sizes)."""
+        return bool(self.sizevars)

@@ -23,22 +23,21 @@ Simplified against Inductor: no loop reordering or tiling, one fixed loop order,
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import sympy
 
-from course_lib.inductor.ir import (
-    Buffer,
-    GraphIR,
-    Load,
-    Op,
-    count_ops,
+from course_lib.inductor.ir import Buffer, GraphIR, Load, Op, count_ops, loads
+from course_lib.inductor.sizevars import (
+    body_in_kernel,
     decompose,
-    flat_index,
+    group_ranges,
+    kernel_vars,
+    prod,
+    store_index,
     subs_index,
     sym,
-)  # fmt: skip
+)
 
 
 class Illegal(Exception):
@@ -81,7 +80,7 @@ def fits(buf: Buffer, group) -> str | None:
     return None
 
 
-def merged_group(bufs: list[Buffer]):
+def merged_group(bufs: list[Buffer], hint=int):
     """The group of a kernel holding ``bufs``, or None when they do not share one."""
     reds = {node_group(b) for b in bufs if b.kind == "reduction"}
     if len(reds) > 1:
@@ -89,49 +88,8 @@ def merged_group(bufs: list[Buffer]):
     if reds:
         group = reds.pop()
     else:
-        group = node_group(max(bufs, key=lambda b: b.numel))
+        group = node_group(max(bufs, key=lambda b: hint(b.numel)))
     return group if all(fits(b, group) for b in bufs) else None
-
-
-def kernel_vars(group):
-    outer, inner = group
-    return [sym(f"x{d}") for d in range(len(outer))], [sym(f"r{d}") for d in range(len(inner))]
-
-
-def var_map(buf: Buffer, group) -> dict:
-    """Map the node's own symbols (i*, r*) to the kernel's loop symbols (x*, r*)."""
-    xs, rs = kernel_vars(group)
-    mine = [v for v, s in zip(buf.index_vars(), buf.shape)]
-    mapping = {v: sympy.Integer(0) for v, s in zip(mine, buf.shape) if s == 1}
-    big = [v for v, s in zip(mine, buf.shape) if s != 1]
-    if buf.kind == "reduction":
-        for v, k in zip(big, xs):
-            mapping[v] = k
-        red = [v for v, s in zip(buf.reduction_vars(), buf.reduction_ranges) if s != 1]
-        mapping.update({v: sympy.Integer(0) for v, s in zip(buf.reduction_vars(), buf.reduction_ranges) if s == 1})
-        mapping.update({v: k for v, k in zip(red, rs)})
-        # reduction symbols are named r*, like the kernel's: rename through temporaries
-        return mapping
-    for v, k in zip(big, xs + rs):
-        mapping[v] = k
-    return mapping
-
-
-def store_index(buf: Buffer, group) -> sympy.Expr:
-    return sympy.expand(flat_index(buf.index_vars(), buf.stride).xreplace(var_map(buf, group)))
-
-
-def body_in_kernel(buf: Buffer, group):
-    """The node's body with its symbols renamed to the kernel's loop symbols."""
-    mapping = var_map(buf, group)
-    tmp = {k: sym(f"_t_{k}") for k in mapping}
-    body = subs_index(buf.body, tmp)
-    return subs_index(body, {tmp[k]: v for k, v in mapping.items()})
-
-
-def group_ranges(group) -> dict:
-    xs, rs = kernel_vars(group)
-    return dict(zip(xs + rs, group[0] + group[1]))
 
 
 # ---------------------------------------------------------------------------
@@ -152,19 +110,19 @@ def expand(expr, members: dict, group, memo: dict):
     key = (expr.buf, expr.index, ind)
     if key in memo:
         return memo[key]
-    prod = members[expr.buf]
-    natural = store_index(prod, group)
-    if prod.kind == "reduction":
+    producer = members[expr.buf]
+    natural = store_index(producer, group)
+    if producer.kind == "reduction":
         if ind or sympy.expand(expr.index - natural) != 0:
             raise Illegal(f"{expr.buf} (a reduction) is read at {expr.index}, not at its own row {natural}")
-        out = Acc(prod.name, prod.dtype)
+        out = Acc(producer.name, producer.dtype)
     elif not ind and sympy.expand(expr.index - natural) == 0:
-        out = expand(body_in_kernel(prod, group), members, group, memo)
+        out = expand(body_in_kernel(producer, group), members, group, memo)
     else:
         if ind:
             raise Illegal(f"{expr.buf} is read through an indirect index")
-        idx = decompose(expr.index, prod.shape, group_ranges(group))
-        body = subs_index(prod.body, {v: sym(f"_u{d}") for d, v in enumerate(prod.index_vars())})
+        idx = decompose(expr.index, producer.shape, group_ranges(group))
+        body = subs_index(producer.body, {v: sym(f"_u{d}") for d, v in enumerate(producer.index_vars())})
         body = subs_index(body, {sym(f"_u{d}"): e for d, e in enumerate(idx)})
         out = expand(body, members, group, memo)
     memo[key] = out
@@ -179,14 +137,6 @@ def acc_refs(expr) -> set:
     if isinstance(expr, Load):
         return set().union(set(), *[acc_refs(e) for _, e in expr.indirect])
     return set()
-
-
-def expr_loads(expr) -> list[Load]:
-    if isinstance(expr, Op):
-        return [ld for a in expr.args for ld in expr_loads(a)]
-    if isinstance(expr, Load):
-        return [expr] + [ld for _, e in expr.indirect for ld in expr_loads(e)]
-    return []
 
 
 # ---------------------------------------------------------------------------
@@ -221,10 +171,6 @@ class Kernel:
     nodes: list  # buffer names, in graph order
     plan: KernelPlan | None = None
 
-    @property
-    def bytes_read(self):
-        return getattr(self, "_br", 0)
-
 
 def plan_kernel(graph: GraphIR, names: list[str], needed: set[str]) -> KernelPlan:
     """Build the loop plan of a fused kernel; raises :class:`Illegal` when it cannot exist.
@@ -232,9 +178,8 @@ def plan_kernel(graph: GraphIR, names: list[str], needed: set[str]) -> KernelPla
     ``needed``: buffers of this kernel that must be written to memory (read by another step
     or returned from the graph).
     """
-    pos = {b.name: i for i, b in enumerate(graph.buffers)}
-    bufs = sorted((graph.buffer(n) for n in names), key=lambda b: pos[b.name])
-    group = merged_group(bufs)
+    bufs = sorted((graph.buffer(n) for n in names), key=lambda b: graph.position(b.name))
+    group = merged_group(bufs, graph.sizevars.hint)
     if group is None:
         raise Illegal(
             "the nodes do not share an iteration space: " + ", ".join(f"{b.name}{list(b.shape)}" for b in bufs)
@@ -265,8 +210,8 @@ def plan_kernel(graph: GraphIR, names: list[str], needed: set[str]) -> KernelPla
                     phases.append(Phase())
                 phases[min(p, len(phases) - 1)].stores.append(entry)
             writes.append(b.name)
-    reads = list(dict.fromkeys(ld.buf for e in exprs.values() for ld in expr_loads(e)))
-    iters = math.prod(group[0]) * math.prod(group[1])
+    reads = list(dict.fromkeys(ld.buf for e in exprs.values() for ld in loads(e)))
+    iters = graph.sizevars.hint(prod(group[0] + group[1]))
     flops = sum(count_ops(e) for e in exprs.values()) * iters
     return KernelPlan(group, phases, outer_stores, reads, writes, flops)
 
@@ -321,9 +266,9 @@ def build(graph: GraphIR, groups: list[list[str]], strategy: str) -> Schedule:
     users = consumers(graph)
     kernels = []
     counter = 0
-    order = sorted(range(len(groups)), key=lambda gi: min(graph.buffers.index(graph.buffer(n)) for n in groups[gi]))
+    order = sorted(range(len(groups)), key=lambda gi: min(graph.position(n) for n in groups[gi]))
     for gi in _topo(graph, groups, owner, order):
-        names = sorted(groups[gi], key=lambda n: graph.buffers.index(graph.buffer(n)))
+        names = sorted(groups[gi], key=graph.position)
         first = graph.buffer(names[0])
         if first.kind in ("extern", "alias"):
             kernels.append(
@@ -395,7 +340,7 @@ def can_fuse(graph, groups, owner, a, b) -> tuple[bool, str]:
     kinds = {graph.buffer(n).kind for n in groups[a] + groups[b]}
     if kinds & {"extern", "alias"}:
         return False, "extern calls are not fused"
-    if merged_group([graph.buffer(n) for n in groups[a] + groups[b]]) is None:
+    if merged_group([graph.buffer(n) for n in groups[a] + groups[b]], graph.sizevars.hint) is None:
         return False, "iteration spaces differ"
     if _reachable(graph, groups, owner, a, b) or _reachable(graph, groups, owner, b, a):
         return False, "a path through another kernel would make a cycle"
@@ -411,7 +356,7 @@ def score_fusion(graph, groups, a, b) -> int:
     plus inputs both read (Inductor's ``score_fusion_memory``)."""
     ra = {r for n in groups[a] for r in graph.buffer(n).reads()} | set(groups[a])
     rb = {r for n in groups[b] for r in graph.buffer(n).reads()} | set(groups[b])
-    return sum(graph.buffer(n).nbytes for n in ra & rb)
+    return sum(graph.nbytes(n) for n in ra & rb)
 
 
 def fuse(graph: GraphIR, vertical_only: bool = False, max_rounds: int = 10, log: list | None = None) -> Schedule:
@@ -519,10 +464,10 @@ def _inplace_candidate(graph, k: Kernel, w: str, dying: list[str]) -> str | None
         if cb.shape != wb.shape or cb.dtype != wb.dtype:
             continue
         stores = plan.phases[0].stores
-        every = [ld for _, _, e, _ in stores for ld in expr_loads(e) if ld.buf == cand]
+        every = [ld for _, _, e, _ in stores for ld in loads(e) if ld.buf == cand]
         # stores run in order: one emitted after w's must not read cand, whose element w overwrote
         position = [name for name, *_ in stores].index(w)
-        read_later = any(ld.buf == cand for _, _, e, _ in stores[position + 1 :] for ld in expr_loads(e))
+        read_later = any(ld.buf == cand for _, _, e, _ in stores[position + 1 :] for ld in loads(e))
         if every and not read_later and all(not ld.indirect and sympy.expand(ld.index - index) == 0 for ld in every):
             return cand
     return None
@@ -532,8 +477,8 @@ def kernel_stats(graph: GraphIR, k: Kernel, bandwidth: float = 20e9, peak_flops:
     """Bytes read and written by one kernel and a roofline time estimate (seconds)."""
     if k.plan is None:
         return {"bytes_read": 0, "bytes_written": 0, "bytes": 0, "flops": 0, "roofline_s": 0.0}
-    br = sum(graph.buffer(r).nbytes for r in k.plan.reads)
-    bw = sum(graph.buffer(w).nbytes for w in k.plan.writes)
+    br = sum(graph.nbytes(r) for r in k.plan.reads)
+    bw = sum(graph.nbytes(w) for w in k.plan.writes)
     t = max((br + bw) / bandwidth, k.plan.flops / peak_flops)
     return {"bytes_read": br, "bytes_written": bw, "bytes": br + bw, "flops": k.plan.flops, "roofline_s": t}
 

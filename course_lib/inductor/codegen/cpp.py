@@ -1,0 +1,409 @@
+"""C++/OpenMP code generation from kernel plans, built with gcc and loaded with ctypes.
+
+Teaches ``torch/_inductor/codegen/cpp.py`` (``CppKernel``, ``CppOverrides``: one C++
+expression per ``ops.*`` op) and ``torch/_inductor/codecache.py`` (``CppCodeCache``: the
+source is hashed, compiled once, and the shared object loaded from the cache afterwards).
+
+Dynamic shapes: a size that is a symbol (``s0``) becomes a kernel argument ``const int64_t ks0``
+and loop bounds and indices are printed in terms of it, so one ``.so`` serves every size.
+
+Position: :class:`KernelPlan` -> C++ source (one ``extern "C"`` function per kernel) -> ``.so``.
+
+Outer loops carry ``#pragma omp parallel for``; the innermost loop carries ``#pragma omp simd``
+(with a ``reduction`` clause for accumulators), which lets gcc -O3 vectorise it without
+-ffast-math. Inductor instead emits explicit ``at::vec::Vectorized<float>`` code and tails.
+Every intermediate value is a scalar ``tmpN`` (common subexpressions computed once per loop
+level); values that do not depend on the inner loop are hoisted above it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import math
+import os
+import subprocess
+import tempfile
+
+import sympy
+
+from course_lib.inductor.codegen.common import Kernel, Scope, depends_on, pointer_names  # noqa: F401
+from course_lib.inductor.ir import Const, IndexValue, Load, Op
+from course_lib.inductor.scheduler import Acc, KernelPlan
+from course_lib.inductor.sizevars import FloorDiv, ModIdx, is_static, kernel_vars, prod
+
+CTYPE = {"float32": "float", "float64": "double", "int64": "int64_t", "int32": "int32_t", "int16": "int16_t",
+         "int8": "int8_t", "uint8": "uint8_t", "bool": "bool"}  # fmt: skip
+
+#: ops.* -> C++ (``CppOverrides``); {t} is the C type of the result.
+CPP_RULES = {
+    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "truediv": "{0} / {1}",
+    "neg": "-{0}", "exp": "std::exp({0})", "log": "std::log({0})", "sqrt": "std::sqrt({0})",
+    "rsqrt": "({t})1 / std::sqrt({0})", "tanh": "std::tanh({0})", "erf": "std::erf({0})",
+    "sigmoid": "({t})1 / (({t})1 + std::exp(-{0}))", "relu": "std::max({0}, ({t})0)",
+    "abs": "std::abs({0})", "reciprocal": "({t})1 / {0}", "sin": "std::sin({0})", "cos": "std::cos({0})",
+    "log1p": "std::log1p({0})", "expm1": "std::expm1({0})", "floor": "std::floor({0})", "ceil": "std::ceil({0})",
+    "maximum": "std::max({0}, {1})", "minimum": "std::min({0}, {1})", "pow": "std::pow({0}, {1})",
+    "lt": "{0} < {1}", "le": "{0} <= {1}", "gt": "{0} > {1}", "ge": "{0} >= {1}", "eq": "{0} == {1}", "ne": "{0} != {1}",
+    "logical_not": "!{0}", "logical_and": "{0} && {1}", "logical_or": "{0} || {1}",
+    "where": "{0} ? {1} : {2}", "fma": "std::fma({0}, {1}, {2})", "to_dtype": "static_cast<{t}>({0})",
+}  # fmt: skip
+
+REDUCTION_INIT = {
+    "sum": "0",
+    "max": "-std::numeric_limits<{t}>::infinity()",
+    "min": "std::numeric_limits<{t}>::infinity()",
+}
+REDUCTION_INIT_INT = {"sum": "0", "max": "std::numeric_limits<{t}>::lowest()", "min": "std::numeric_limits<{t}>::max()"}
+REDUCTION_COMBINE = {
+    "sum": "{acc} = {acc} + {v};",
+    "max": "{acc} = std::max({acc}, {v});",
+    "min": "{acc} = std::min({acc}, {v});",
+}
+OMP_REDUCTION = {"sum": "+", "max": "max", "min": "min"}
+
+HEADER = """#include <cmath>
+#include <cstdint>
+#include <algorithm>
+#include <limits>
+"""
+
+PARALLEL_THRESHOLD = 32768  # elements; smaller loops are not worth waking OpenMP's threads
+
+#: ops worth keeping in a row buffer rather than computing again in a later pass over the row
+EXPENSIVE = {"exp", "log", "tanh", "erf", "sin", "cos", "pow", "sqrt", "rsqrt", "sigmoid", "log1p", "expm1",
+             "truediv"}  # fmt: skip
+ROW_BUFFER_LIMIT = 16384  # elements per row (64 KiB of float32 on each thread's stack)
+
+
+def cpp_index(expr, names: dict | None = None) -> str:
+    """Print a sympy index expression as C (``FloorDiv`` -> ``/``, ``ModIdx`` -> ``%``)."""
+    names = names or {}
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        return str(int(expr))
+    if expr.is_Symbol:
+        return names.get(expr.name, expr.name)
+    if isinstance(expr, FloorDiv):
+        return f"(({cpp_index(expr.args[0], names)}) / {cpp_index(expr.args[1], names)})"
+    if isinstance(expr, ModIdx):
+        return f"(({cpp_index(expr.args[0], names)}) % {cpp_index(expr.args[1], names)})"
+    if expr.is_Add:
+        terms = sorted(expr.args, key=lambda a: (a.is_Integer, sympy.default_sort_key(a)))
+        return " + ".join(cpp_index(a, names) for a in terms)
+    if expr.is_Mul:
+        return "*".join(cpp_index(a, names) for a in sorted(expr.args, key=sympy.default_sort_key))
+    raise ValueError(f"cannot print index {expr}")
+
+
+def cpp_const(value, dtype) -> str:
+    if dtype == "bool":
+        return "true" if value else "false"
+    if dtype in ("float32", "float64"):
+        v = float(value)
+        if math.isinf(v):
+            return ("-" if v < 0 else "") + f"std::numeric_limits<{CTYPE[dtype]}>::infinity()"
+        if math.isnan(v):
+            return f"std::numeric_limits<{CTYPE[dtype]}>::quiet_NaN()"
+        return f"static_cast<{CTYPE[dtype]}>({v!r})"
+    return f"static_cast<{CTYPE[dtype]}>({int(value)})"
+
+
+def _inner_ops(expr, inner_syms: set, out: set) -> None:
+    """Collect the Op nodes of ``expr`` whose value changes with the inner loop variables."""
+    if isinstance(expr, Op):
+        for a in expr.args:
+            _inner_ops(a, inner_syms, out)
+        if depends_on(expr, inner_syms):
+            out.add(expr)
+    elif isinstance(expr, Load):
+        for _, e in expr.indirect:
+            _inner_ops(e, inner_syms, out)
+
+
+def _costly(expr) -> bool:
+    return isinstance(expr, Op) and (expr.op in EXPENSIVE or any(_costly(a) for a in expr.args))
+
+
+class CppKernel(Kernel):
+    """Generate one kernel function from its plan."""
+
+    def __init__(self, name: str, plan: KernelPlan, ptrs: dict[str, str] | None, dtypes: dict[str, str]):
+        super().__init__(name, plan)
+        if ptrs is not None:
+            self.ptrs = self.args.ptrs = ptrs
+        self.dtypes = dtypes
+        self.phase = 0
+        self.row_buffers = self._row_buffers()
+
+    def index(self, expr, names: dict | None = None) -> str:
+        """An index or a size as C, size symbols printed as the kernel's ``ksN`` arguments."""
+        return cpp_index(expr, {**self.args.size_names, **(names or {})})
+
+    def _row_buffers(self) -> dict:
+        """Costly inner values that two passes over the same row both compute: expr -> buffer name.
+
+        Softmax is the case: pass 2 sums ``exp(x - max)`` and pass 3 divides the same
+        ``exp(x - max)`` by the sum. The first pass to compute it also stores it in a
+        thread-private row buffer, the later ones load it back from L1: one exp per element,
+        as in ATen's hand-written softmax kernel.
+        """
+        outer_sizes, inner_sizes = self.plan.group
+        if not outer_sizes or not inner_sizes or not all(map(is_static, inner_sizes)):
+            return {}  # a row buffer is a stack array: its length must be known when compiling
+        if math.prod(inner_sizes) > ROW_BUFFER_LIMIT:
+            return {}
+        seen: dict = {}  # expr -> first phase computing it
+        shared: set = set()
+        for i, phase in enumerate(self.plan.phases):
+            found: set = set()
+            for item in phase.reductions + phase.stores:
+                _inner_ops(item[2], self.inner_syms, found)
+            for e in found:
+                if e in seen and seen[e] != i:
+                    shared.add(e)
+                seen.setdefault(e, i)
+        costly = [e for e in shared if _costly(e)]
+        inside: set = set()
+        for e in costly:
+            sub: set = set()
+            for a in e.args:
+                _inner_ops(a, self.inner_syms, sub)
+            inside |= sub
+        keep = sorted((e for e in costly if e not in inside), key=str)  # outermost shared values only
+        return {e: (f"row_buf{i}", seen[e]) for i, e in enumerate(keep)}
+
+    def _row_index(self) -> str:
+        """The row buffer's index: the inner loop variables, row-major."""
+        _, inner_sizes = self.plan.group
+        _, rs = kernel_vars(self.plan.group)
+        flat, stride = 0, 1
+        for size, r in reversed(list(zip(inner_sizes, rs))):
+            flat, stride = flat + r * stride, stride * size
+        return self.index(flat)
+
+    def emit(self, expr, outer: Scope, inner: Scope) -> str:
+        """Emit ``expr`` at the outermost scope where it is invariant; return its name."""
+        scope = inner if depends_on(expr, self.inner_syms) else outer
+        hit = scope.lookup(expr)
+        if hit:
+            return hit
+        if isinstance(expr, Acc):
+            return self.accs[expr.buf]
+        if isinstance(expr, Const):
+            return cpp_const(expr.value, expr.dtype)
+        if isinstance(expr, IndexValue):
+            code = f"static_cast<{CTYPE[expr.dtype]}>({self.index(expr.index)})"
+        elif isinstance(expr, Load):
+            names = {}
+            for s, e in expr.indirect:
+                names[s.name] = self.emit(e, outer, inner)
+            code = f"{self.ptrs[expr.buf]}[{self.index(expr.index, names)}]"
+        elif expr in self.row_buffers and self.row_buffers[expr][1] != self.phase:
+            code = f"{self.row_buffers[expr][0]}[{self._row_index()}]"  # computed by an earlier pass
+        elif self._hoisted_divisor(expr, scope, inner):
+            # x / d with d fixed across the inner loop: one reciprocal per row, a multiply per
+            # element (a vector divide costs several multiplies; the result may differ by an ulp)
+            recip = self.emit(Op("reciprocal", (expr.args[1],), expr.dtype), outer, inner)
+            code = f"{self.emit(expr.args[0], outer, inner)} * {recip}"
+        else:
+            args = [self.emit(a, outer, inner) for a in expr.args]
+            code = CPP_RULES[expr.op].format(*args, t=CTYPE[expr.dtype])
+        name = self.tmp()
+        scope.lines.append(f"{CTYPE[expr.dtype]} {name} = {code};")
+        scope.cse[expr] = name
+        if expr in self.row_buffers and self.row_buffers[expr][1] == self.phase:
+            scope.lines.append(f"{self.row_buffers[expr][0]}[{self._row_index()}] = {name};")
+        return name
+
+    def _hoisted_divisor(self, expr, scope: Scope, inner: Scope) -> bool:
+        return (isinstance(expr, Op) and expr.op == "truediv" and scope is inner and expr.dtype in ("float32", "float64")
+                and not depends_on(expr.args[1], self.inner_syms) and not isinstance(expr.args[1], Const))  # fmt: skip
+
+    def loops(self, sizes, syms, body: list[str], pragma_inner: str, pragma_outer: str | None) -> list[str]:
+        lines, indent = [], ""
+        for d, (size, s) in enumerate(zip(sizes, syms)):
+            if d == 0 and pragma_outer:
+                lines.append(indent + pragma_outer)
+            if d == len(sizes) - 1 and pragma_inner:
+                lines.append(indent + pragma_inner)
+            lines.append(f"{indent}for (int64_t {s} = 0; {s} < {self.index(size)}; {s}++)")
+            indent += "    "
+        if not sizes:
+            return ["{"] + ["    " + ln for ln in body] + ["}"]
+        return lines[: -0 or None] + [indent[:-4] + "{"] + [indent + ln for ln in body] + [indent[:-4] + "}"]
+
+    def phase_code(self, phase, outer: Scope) -> None:
+        outer_sizes, inner_sizes = self.plan.group
+        xs, rs = kernel_vars(self.plan.group)
+        inner = Scope(outer)
+        clauses = {}
+        for buf, rtype, expr, dtype in phase.reductions:
+            acc = f"acc_{buf}"
+            table = REDUCTION_INIT if dtype in ("float32", "float64") else REDUCTION_INIT_INT
+            outer.lines.append(f"{CTYPE[dtype]} {acc} = {table[rtype].format(t=CTYPE[dtype])};")
+            v = self.emit(expr, outer, inner)
+            inner.lines.append(REDUCTION_COMBINE[rtype].format(acc=acc, v=v))
+            clauses.setdefault(OMP_REDUCTION[rtype], []).append(acc)
+        for buf, index, expr, _dtype in phase.stores:
+            v = self.emit(expr, outer, inner)
+            target = inner if index.free_symbols & self.inner_syms or not inner_sizes else outer
+            (target if inner_sizes else outer).lines.append(f"{self.ptrs[buf]}[{self.index(index)}] = {v};")
+        red = " ".join(f"reduction({op}:{','.join(a)})" for op, a in sorted(clauses.items()))
+        simd = f"#pragma omp simd {red}".rstrip()
+        par = None
+        n = prod(inner_sizes)
+        if not outer_sizes and (not is_static(n) or n >= PARALLEL_THRESHOLD):
+            # a size known only at the call decides there: OpenMP's if() clause
+            when = "" if is_static(n) else f" if({self.index(n)} >= {PARALLEL_THRESHOLD})"
+            par = f"#pragma omp parallel for{when} {red}".rstrip()
+        if inner_sizes:
+            outer.lines.extend(self.loops(inner_sizes, rs, inner.lines, simd, par))
+        for buf, *_ in phase.reductions:
+            self.accs[buf] = f"acc_{buf}"
+
+    def source(self) -> str:
+        outer_sizes, _ = self.plan.group
+        xs, _ = kernel_vars(self.plan.group)
+        outer = Scope()
+        for e, (buf, _) in self.row_buffers.items():
+            outer.lines.append(f"{CTYPE[e.dtype]} {buf}[{math.prod(self.plan.group[1])}];")
+        for i, phase in enumerate(self.plan.phases):
+            self.phase = i
+            self.phase_code(phase, outer)
+        for buf, index, expr, _dtype in self.plan.outer_stores:
+            v = self.emit(expr, outer, outer)
+            outer.lines.append(f"{self.ptrs[buf]}[{self.index(index)}] = {v};")
+        params = [f"const {CTYPE[self.dtypes[b]]}* __restrict__ {self.ptrs[b]}" for b in self.plan.reads]
+        params += [f"{CTYPE[self.dtypes[b]]}* __restrict__ {self.ptrs[b]}" for b in self.plan.writes]
+        params += [f"const int64_t {name}" for name in self.args.size_names.values()]
+        lines = [f'extern "C" void {self.name}({", ".join(params)})', "{"]
+        if len(outer_sizes) > 1:
+            # one flat parallel loop, its indices recovered by / and %: gcc's collapse(n) costs
+            # far more per row (measured: softmax over [4, 16, 256, 256] took twice as long)
+            unflatten = [f"const int64_t {x} = {self._unflatten('x', outer_sizes, d)};" for d, x in enumerate(xs)]
+            body = self.loops([prod(outer_sizes)], ["x"], unflatten + outer.lines, None, "#pragma omp parallel for")
+        elif outer_sizes:
+            par = "#pragma omp parallel for" if not is_static(outer_sizes[0]) or outer_sizes[0] > 1 else None
+            body = self.loops(outer_sizes, xs, outer.lines, None, par)
+        else:
+            body = outer.lines
+        lines += ["    " + ln for ln in body] + ["}"]
+        return "\n".join(lines)
+
+    def _unflatten(self, flat: str, sizes, d: int) -> str:
+        """Index ``d`` of a row-major position ``flat`` over ``sizes``."""
+        inner = prod(sizes[d + 1 :])
+        divisor = self.index(inner) if is_static(inner) else f"({self.index(inner)})"
+        q = f"{flat} / {divisor}" if inner != 1 else flat
+        return q if d == 0 else f"({q}) % {self.index(sizes[d])}"
+
+
+def kernel_source(name: str, plan: KernelPlan, dtypes: dict[str, str]) -> str:
+    return CppKernel(name, plan, None, dtypes).source()
+
+
+# ---------------------------------------------------------------------------
+# build and load (CppCodeCache)
+# ---------------------------------------------------------------------------
+
+#: ``-D__FAST_MATH__`` makes glibc's <math.h> declare the SIMD variants of expf, erff, tanhf...
+#: (libmvec, linked with -lmvec) without turning on -ffast-math's unsafe rewrites (inf and NaN
+#: keep their meaning, and only ``omp simd reduction`` loops are reassociated). Inductor gets
+#: the same effect from Sleef through ``at::vec``.
+CFLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-fno-math-errno", "-D__FAST_MATH__", "-std=c++17"]
+LIBS = ["-lmvec", "-lm"]
+
+
+def precompiled_header(flags) -> str | None:
+    """:data:`HEADER` compiled once per flag set into a ``.gch`` (``CppCodeCache`` has the same idea).
+
+    Parsing <cmath> and <algorithm> is most of g++'s time on a small kernel (0.10 s of 0.15 s
+    measured here); with ``-include prelude.h`` g++ loads the precompiled form instead, and
+    the ``#include`` lines left in the source are skipped by their include guards. Returns the
+    header's path, or None (compile without it) when g++ cannot build the ``.gch``.
+    """
+    code_flags = [f for f in flags if f != "-shared"]
+    key = hashlib.sha256((HEADER + " ".join(code_flags)).encode()).hexdigest()[:12]
+    header = _out_dir() / f"prelude{key}.h"
+    gch = header.with_name(header.name + ".gch")
+    if gch.exists():
+        return str(header)
+    if not header.exists():  # written whole then renamed: a parallel build never reads half of it
+        fd, part = tempfile.mkstemp(suffix=".h", dir=header.parent)
+        with os.fdopen(fd, "w") as f:
+            f.write(HEADER)
+        os.replace(part, header)
+    ok = _gxx([*code_flags, "-x", "c++-header", str(header)], gch).returncode == 0
+    return str(header) if ok else None
+
+
+def _out_dir():
+    from course_lib import env
+
+    out_dir = env.cache_dir() / "inductor"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return out_dir
+
+
+def _gxx(args: list[str], target) -> subprocess.CompletedProcess:
+    """Run ``g++ args -o <temp>`` and rename the result to ``target`` only when g++ succeeds.
+
+    The rename is atomic, so a parallel process (pytest -n, two notebooks) never loads a
+    half-written file from the cache.
+    """
+    fd, tmp = tempfile.mkstemp(suffix=target.suffix, dir=target.parent)
+    os.close(fd)
+    proc = subprocess.run(["g++", *args, "-o", tmp], capture_output=True, text=True)
+    if proc.returncode == 0:
+        os.replace(tmp, target)
+    else:
+        os.unlink(tmp)
+    return proc
+
+
+def compile_source(source: str, flags=None) -> str:
+    """Compile ``source`` into a shared object cached by the hash of source and flags; return its path."""
+    flags = list(flags or CFLAGS)
+    key = hashlib.sha256((source + " ".join(flags)).encode()).hexdigest()[:20]
+    so = _out_dir() / f"k{key}.so"
+    if so.exists():
+        return str(so)
+    src = so.with_suffix(".cpp")
+    src.write_text(source)
+    prelude = precompiled_header(flags) if source.startswith(HEADER) else None
+    pre = ["-include", prelude] if prelude else []
+    proc = _gxx([*flags, *pre, str(src), *LIBS], so)
+    if proc.returncode != 0:
+        raise RuntimeError(f"g++ failed on {src.name}:\n{proc.stderr[-3000:]}")
+    return str(so)
+
+
+def load(path: str, names: list[str]) -> dict:
+    """``ctypes`` handles for the named kernel functions (every argument a ``void*``)."""
+    lib = ctypes.CDLL(path)
+    fns = {}
+    for n in names:
+        f = getattr(lib, n)
+        f.restype = None
+        fns[n] = f
+    fns["__lib__"] = lib
+    return fns
+
+
+def build(kernels, graph):
+    """The C++ backend of :data:`course_lib.inductor.compile_fx.BACKENDS`: one translation unit
+    for every kernel, compiled once, each function given its ctypes argument types.
+
+    Returns ``(source, {kernel name: callable}, pointer_args=True)``.
+    """
+    dtypes = {b.name: b.dtype for b in graph.buffers}
+    gens = [CppKernel(k.name, k.plan, None, dtypes) for k in kernels]
+    source = HEADER + "\n" + "\n\n".join(g.source() for g in gens) + "\n"
+    fns = {}
+    if kernels:
+        fns = load(compile_source(source), [k.name for k in kernels])
+        for g in gens:
+            pointers = [ctypes.c_void_p] * len(g.ptrs)
+            fns[g.name].argtypes = pointers + [ctypes.c_int64] * len(g.args.sizes)
+    return source, {k: v for k, v in fns.items() if not k.startswith("__")}, True

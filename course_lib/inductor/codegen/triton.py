@@ -1,0 +1,326 @@
+"""Triton code generation from the same kernel plans the C++ generator prints.
+
+Teaches ``torch/_inductor/codegen/triton.py`` (``TritonKernel``, ``TritonOverrides``, the
+``XBLOCK`` / ``RBLOCK`` tiling, persistent reductions) and ``triton_heuristics.py`` (block
+size choice).
+
+Position: :class:`KernelPlan` -> a Python module of ``@triton.jit`` kernels plus launchers.
+
+* pointwise kernel: one program handles ``XBLOCK`` consecutive elements of the flattened
+  iteration space; each loop variable is recovered with ``//`` and ``%``.
+* reduction kernel: programs own ``XBLOCK`` rows, and a row is a ``[XBLOCK, RBLOCK]`` tile.
+  *Persistent* when the whole row fits one tile (``RBLOCK >= rnumel``): every phase reuses the
+  loaded tile, nothing is read twice. Otherwise each phase loops over the row in ``RBLOCK``
+  chunks, accumulating elementwise and reducing the accumulator tile at the end.
+
+On CPU the module runs in Triton's interpreter (``TRITON_INTERPRET=1``, set by course_lib);
+on a GPU the same source compiles natively.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+
+import sympy
+
+from course_lib.inductor.codegen.common import Kernel, Scope, depends_on
+from course_lib.inductor.ir import Const, IndexValue, Load
+from course_lib.inductor.lowering import Unsupported
+from course_lib.inductor.scheduler import Acc, KernelPlan
+from course_lib.inductor.sizevars import FloorDiv, ModIdx, kernel_vars
+
+TL_DTYPE = {"float32": "tl.float32", "float64": "tl.float64", "int64": "tl.int64", "int32": "tl.int32",
+            "int16": "tl.int16", "int8": "tl.int8", "uint8": "tl.uint8", "bool": "tl.int1"}  # fmt: skip
+
+#: ops.* -> Triton (``TritonOverrides``), one line per op, to read beside ``cpp.CPP_RULES``.
+TRITON_RULES = {
+    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "truediv": "{0} / {1}",
+    "neg": "-{0}", "exp": "tl.exp({0})", "log": "tl.log({0})", "sqrt": "tl.sqrt({0})",
+    "rsqrt": "tl.rsqrt({0})", "tanh": "2 * tl.sigmoid(2 * {0}) - 1", "erf": "tl.erf({0})",
+    "sigmoid": "tl.sigmoid({0})", "relu": "tl.maximum({0}, 0)", "abs": "tl.abs({0})",
+    "reciprocal": "1 / {0}", "sin": "tl.sin({0})", "cos": "tl.cos({0})", "log1p": "tl.log(1 + {0})",
+    "expm1": "tl.exp({0}) - 1", "floor": "tl.floor({0})", "ceil": "tl.ceil({0})",
+    "maximum": "tl.maximum({0}, {1})", "minimum": "tl.minimum({0}, {1})",
+    "lt": "{0} < {1}", "le": "{0} <= {1}", "gt": "{0} > {1}", "ge": "{0} >= {1}", "eq": "{0} == {1}", "ne": "{0} != {1}",
+    "logical_not": "{0} == 0", "logical_and": "{0} & {1}", "logical_or": "{0} | {1}",
+    "where": "tl.where({0}, {1}, {2})", "fma": "tl.fma({0}, {1}, {2})", "to_dtype": "{0}.to({t})",
+}  # fmt: skip
+
+#: x ** n for small whole n, written out as Inductor does (exact, and no libdevice call)
+POW_SPECIAL = {
+    0: "tl.full({0}.shape, 1, {0}.dtype)",  # 0 ** 0 is 1; exp2(0 * log2(0)) would be NaN
+    2: "{0} * {0}",
+    3: "{0} * {0} * {0}",
+    1: "{0}",
+    0.5: "tl.sqrt({0})",
+    -1: "1 / {0}",
+    -0.5: "tl.rsqrt({0})",
+}
+
+TRITON_REDUCE = {"sum": "tl.sum({0}, 1)[:, None]", "max": "tl.max({0}, 1)[:, None]", "min": "tl.min({0}, 1)[:, None]"}
+TRITON_COMBINE = {"sum": "{0} + {1}", "max": "tl.maximum({0}, {1})", "min": "tl.minimum({0}, {1})"}
+TRITON_INIT = {"sum": "0", "max": 'float("-inf")', "min": 'float("inf")'}
+
+
+def pow_rule(expr) -> str:
+    """``x ** c`` for a constant c: small powers multiplied out, others through exp2 and log2.
+
+    Inductor calls ``libdevice.pow``; Triton's CPU interpreter has no libdevice, so the course
+    writes |x|**c = exp2(c * log2|x|) and puts the sign back for odd whole c (a negative base
+    with a fractional c gives NaN, as pow does).
+    """
+    if not isinstance(expr.args[1], Const):
+        raise Unsupported("pow with a tensor exponent")
+    c = expr.args[1].value
+    if c in POW_SPECIAL:
+        return POW_SPECIAL[c]
+    mag = "tl.exp2({1} * tl.log2(tl.abs({0})))"
+    if float(c).is_integer():
+        return f"tl.where({{0}} < 0, -{mag}, {mag})" if int(c) % 2 else mag
+    return "tl.exp2({1} * tl.log2({0}))"
+
+
+PERSISTENT_RNUMEL = 1024  # rows up to this length are reduced in one tile
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def py_index(expr) -> str:
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        return str(int(expr))
+    if expr.is_Symbol:
+        return expr.name
+    if isinstance(expr, FloorDiv):
+        return f"(({py_index(expr.args[0])}) // {py_index(expr.args[1])})"
+    if isinstance(expr, ModIdx):
+        return f"(({py_index(expr.args[0])}) % {py_index(expr.args[1])})"
+    if expr.is_Add:
+        return "(" + " + ".join(py_index(a) for a in sorted(expr.args, key=sympy.default_sort_key)) + ")"
+    if expr.is_Mul:
+        return "*".join(py_index(a) for a in sorted(expr.args, key=sympy.default_sort_key))
+    raise Unsupported(f"cannot print index {expr} for Triton")
+
+
+def tile_index(expr) -> str:
+    """An index as a tile: a constant index is broadcast over ``xindex`` so that a scalar
+    address still matches a block mask (Inductor writes ``tl.full([1, 1], 0, tl.int32)``)."""
+    text = py_index(expr)
+    return text if sympy.sympify(expr).free_symbols else f"{text} + 0 * xindex"
+
+
+def py_const(value, dtype) -> str:
+    if dtype == "bool":
+        return "True" if value else "False"
+    v = float(value) if dtype in ("float32", "float64") else int(value)
+    if isinstance(v, float) and (math.isinf(v) or math.isnan(v)):
+        return f'float("{v}")'
+    return repr(v)
+
+
+class TritonKernel(Kernel):
+    def __init__(self, name: str, plan: KernelPlan, persistent_rnumel: int = PERSISTENT_RNUMEL):
+        super().__init__(name, plan)
+        if self.args.sizes:
+            raise Unsupported("the Triton backend compiles static sizes only (dynamic shapes: use codegen='cpp')")
+        outer, inner = plan.group
+        self.xnumel, self.rnumel = math.prod(outer), math.prod(inner)
+        self.reduction = any(p.reductions for p in plan.phases)
+        self.persistent = self.reduction and self.rnumel <= persistent_rnumel
+        self.rblock = next_pow2(self.rnumel) if self.persistent else min(next_pow2(self.rnumel), 256)
+
+    def emit(self, expr, outer: Scope, inner: Scope, mask_inner: str, mask_outer: str) -> str:
+        dep = depends_on(expr, self.inner_syms)
+        scope = inner if dep else outer
+        hit = scope.lookup(expr)
+        if hit:
+            return hit
+        if isinstance(expr, Acc):
+            return self.accs[expr.buf]
+        if isinstance(expr, Const):
+            return py_const(expr.value, expr.dtype)
+        if isinstance(expr, IndexValue):
+            code = f"({py_index(expr.index)}).to({TL_DTYPE[expr.dtype]})"
+        elif isinstance(expr, Load):
+            index = expr.index
+            for s, e in expr.indirect:
+                v = self.emit(e, outer, inner, mask_inner, mask_outer)
+                index = sympy.sympify(index).xreplace({s: sympy.Symbol(v)})
+            mask = mask_inner if dep else mask_outer
+            code = f"tl.load({self.ptrs[expr.buf]} + {tile_index(index)}, {mask}, other=0)"
+        else:
+            if expr.op == "pow":
+                rule = pow_rule(expr)
+            elif expr.op in TRITON_RULES:
+                rule = TRITON_RULES[expr.op]
+            else:
+                raise Unsupported(f"no Triton rule for {expr.op}")
+            args = [self.emit(a, outer, inner, mask_inner, mask_outer) for a in expr.args]
+            code = rule.format(*args, t=TL_DTYPE[expr.dtype])
+        name = self.tmp()
+        scope.lines.append(f"{name} = {code}")
+        scope.cse[expr] = name
+        return name
+
+    def decompose_lines(self, flat: str, sizes, syms) -> list[str]:
+        lines = []
+        for d, (size, s) in enumerate(zip(sizes, syms)):
+            div = math.prod(sizes[d + 1 :])
+            expr = f"({flat} // {div})" if div > 1 else flat
+            lines.append(f"{s} = {expr} % {size}" if d > 0 else f"{s} = {expr}")
+        return lines
+
+    def source(self) -> str:
+        outer_sizes, inner_sizes = self.plan.group
+        xs, rs = kernel_vars(self.plan.group)
+        args = ", ".join(
+            list(self.ptrs.values()) + ["xnumel", "rnumel", "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"]
+        )
+        head = [f"@triton.jit\ndef {self.name}({args}):", "    xoffset = tl.program_id(0) * XBLOCK"]
+        outer = Scope()
+        if not self.reduction:  # flatten everything into x
+            outer.lines += ["xindex = xoffset + tl.arange(0, XBLOCK)", "xmask = xindex < xnumel * rnumel"]
+            outer.lines += self.decompose_lines("xindex", outer_sizes + inner_sizes, xs + rs)
+            for phase in self.plan.phases:
+                for buf, index, expr, _ in phase.stores:
+                    v = self.emit(expr, outer, outer, "xmask", "xmask")
+                    outer.lines.append(f"tl.store({self.ptrs[buf]} + {tile_index(index)}, {v}, xmask)")
+            for buf, index, expr, _ in self.plan.outer_stores:
+                v = self.emit(expr, outer, outer, "xmask", "xmask")
+                outer.lines.append(f"tl.store({self.ptrs[buf]} + {tile_index(index)}, {v}, xmask)")
+        else:
+            outer.lines += ["xindex = xoffset + tl.arange(0, XBLOCK)[:, None]", "xmask = xindex < xnumel"]
+            outer.lines += self.decompose_lines("xindex", outer_sizes, xs)
+            if self.persistent:
+                outer.lines += ["rindex = tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
+                outer.lines += self.decompose_lines("rindex", inner_sizes, rs)
+                shared = Scope(outer)  # persistent: one tile, all phases share loads
+                for phase in self.plan.phases:
+                    self.phase(phase, shared, shared, looped=False)
+                outer.lines += shared.lines
+                outer.cse.update(shared.cse)
+            else:
+                for phase in self.plan.phases:
+                    self.phase(phase, outer, None, looped=True)
+            for buf, index, expr, _ in self.plan.outer_stores:
+                v = self.emit(expr, outer, outer, "xmask", "xmask")
+                outer.lines.append(f"tl.store({self.ptrs[buf]} + {tile_index(index)}, {v}, xmask)")
+        return "\n".join(head + ["    " + ln for ln in outer.lines])
+
+    def phase(self, phase, outer: Scope, shared, looped: bool):
+        _, inner_sizes = self.plan.group
+        _, rs = kernel_vars(self.plan.group)
+        mask = "xmask & rmask"
+        if not looped:
+            for buf, rtype, expr, _dtype in phase.reductions:
+                v = self.emit(expr, outer, shared, mask, "xmask")
+                masked = self.tmp()
+                shared.lines.append(f"{masked} = tl.where({mask}, {v}, {TRITON_INIT[rtype]})")
+                acc = f"acc_{buf}"
+                shared.lines.append(f"{acc} = {TRITON_REDUCE[rtype].format(masked)}")
+                self.accs[buf] = acc
+            for buf, index, expr, _ in phase.stores:
+                v = self.emit(expr, outer, shared, mask, "xmask")
+                shared.lines.append(f"tl.store({self.ptrs[buf]} + {tile_index(index)}, {v}, {mask})")
+            # accumulators become visible to later phases through the shared scope
+            return
+        # looped: flush invariant lines first, then one loop per phase
+        inner = Scope(outer)
+        body = []
+        for buf, rtype, expr, dtype in phase.reductions:
+            acc = f"acc_{buf}"
+            outer.lines.append(f"{acc}_tile = tl.full([XBLOCK, RBLOCK], {TRITON_INIT[rtype]}, {TL_DTYPE[dtype]})")
+            v = self.emit(expr, outer, inner, mask, "xmask")
+            inner.lines.append(
+                f"{acc}_tile = tl.where({mask}, {TRITON_COMBINE[rtype].format(acc + '_tile', v)}, {acc}_tile)"
+            )
+        for buf, index, expr, _ in phase.stores:
+            v = self.emit(expr, outer, inner, mask, "xmask")
+            inner.lines.append(f"tl.store({self.ptrs[buf]} + {tile_index(index)}, {v}, {mask})")
+        body = ["rindex = roffset + tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
+        body += self.decompose_lines("rindex", inner_sizes, rs) + inner.lines
+        outer.lines.append("for roffset in range(0, rnumel, RBLOCK):")
+        outer.lines += ["    " + ln for ln in body]
+        for buf, rtype, _, _ in phase.reductions:
+            outer.lines.append(f"acc_{buf} = {TRITON_REDUCE[rtype].format(f'acc_{buf}_tile')}")
+            self.accs[buf] = f"acc_{buf}"
+
+    def xblock(self) -> int:
+        """Inductor's heuristics pick this per launch; one fixed rule here."""
+        if not self.reduction:
+            return min(next_pow2(self.xnumel * self.rnumel), 1024)
+        return max(1, min(next_pow2(self.xnumel), 4096 // self.rblock))
+
+    def launcher(self) -> str:
+        xblock = self.xblock()
+        total = self.xnumel * (1 if self.reduction else self.rnumel)
+        names = ", ".join(self.ptrs.values())
+        return (
+            f"def launch_{self.name}({names}):\n"
+            f"    grid = (triton.cdiv({total}, {xblock}),)\n"
+            f"    {self.name}[grid]({names}, {self.xnumel}, {self.rnumel}, XBLOCK={xblock}, RBLOCK={self.rblock})"
+        )
+
+
+def module_source(kernels, persistent_rnumel: int | None = None) -> str:
+    persistent_rnumel = persistent_rnumel or PERSISTENT_RNUMEL
+    parts = ["import triton", "import triton.language as tl", ""]
+    for k in kernels:
+        tk = TritonKernel(k.name, k.plan, persistent_rnumel)
+        parts += [tk.source(), "", tk.launcher(), ""]
+    return "\n".join(parts)
+
+
+def build(kernels, graph, persistent_rnumel: int | None = None):
+    """The Triton backend of :data:`course_lib.inductor.compile_fx.BACKENDS`: write the module
+    under the cache (``triton.jit`` needs a real file), import it, and return
+    ``(source, {kernel name: launcher}, pointer_args=False)``."""
+    from course_lib import env
+
+    dtypes = graph if isinstance(graph, dict) else {b.name: b.dtype for b in graph.buffers}
+    source = module_source(kernels, persistent_rnumel)
+    key = hashlib.sha256(source.encode()).hexdigest()[:20]
+    path = env.cache_dir() / "inductor" / f"triton_{key}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"course_triton_{key}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    fns = {}
+    for k in kernels:
+        launch = getattr(mod, f"launch_{k.name}")
+        tk = TritonKernel(k.name, k.plan, persistent_rnumel or PERSISTENT_RNUMEL)
+        launch.jit_fn = getattr(mod, k.name)
+        launch.signature = {
+            **{p: "*" + TRITON_SIG[dtypes.get(b, "float32")] for b, p in tk.ptrs.items()},
+            "xnumel": "i32",
+            "rnumel": "i32",
+            "XBLOCK": "constexpr",
+            "RBLOCK": "constexpr",
+        }
+        launch.constexprs = {"XBLOCK": tk.xblock(), "RBLOCK": tk.rblock}
+        fns[k.name] = launch
+    return source, fns, False
+
+
+TRITON_SIG = {"float32": "fp32", "float64": "fp64", "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8",
+              "uint8": "u8", "bool": "i1"}  # fmt: skip
+
+
+def compile_to_ptx(compiled, target: str = "sm_90") -> dict:
+    """Every stage (TTIR ... PTX) of each Triton kernel of a ``CompiledGraph`` built with
+    ``codegen="triton"``, through course_lib.triton.compile_stages (no GPU needed)."""
+    from course_lib.triton import compile_stages
+
+    call_globals = compiled.call.__globals__
+    out = {}
+    for k in compiled.schedule.kernels:
+        if k.kind == "kernel":
+            launch = call_globals[k.name]
+            out[k.name] = compile_stages(launch.jit_fn, launch.signature, launch.constexprs, target)
+    return out

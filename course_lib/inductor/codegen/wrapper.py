@@ -1,0 +1,189 @@
+"""The Python wrapper: allocate buffers, call kernels and externs, return outputs.
+
+Teaches ``torch/_inductor/codegen/wrapper.py`` (``PythonWrapperCodegen``): Inductor's
+"output code" is a Python module whose ``call(args)`` does exactly this, with
+``empty_strided`` allocations, ``# reuse`` lines from memory planning, ``del`` when a buffer
+dies, and ``extern_kernels.mm(...)`` for library calls.
+
+Position: :class:`Schedule` + compiled kernels -> Python source -> a callable.
+
+Dynamic shapes: the wrapper first reads each size symbol off an input (``s0 = arg0_1.size(0)``,
+as Inductor's wrapper does), checks every input's size against the sizes compiled in
+(:func:`check_size`: a static size that changed, or two dims that share ``s0`` but differ,
+raise a :class:`SizeGuardError` that says which), then allocates with sizes such as ``(s0, 8)``
+and passes ``s0`` to each kernel that loops over it.
+"""
+
+from __future__ import annotations
+
+from course_lib.inductor.codegen.common import plan_size_symbols
+from course_lib.inductor.lowering import TensorArg
+from course_lib.inductor.scheduler import Schedule
+
+
+class SizeGuardError(ValueError):
+    """An input's size differs from the sizes a compiled graph was built for."""
+
+
+def check_size(t, expected: tuple, name: str) -> None:
+    """The size guard of a compiled graph: ``t``'s size must equal ``expected`` (sizes evaluated)."""
+    if tuple(t.shape) != tuple(expected):
+        raise SizeGuardError(
+            f"input {name} has size {list(t.shape)}, but this graph was compiled for {list(expected)} "
+            "(static sizes must match; recompile for the new size)"
+        )
+
+
+def _py(a, graph) -> str:
+    import torch
+
+    if isinstance(a, TensorArg):
+        b = graph.buffer(a.buf)
+        if tuple(a.size) == tuple(b.shape) and tuple(a.stride) == tuple(b.stride) and a.offset == 0:
+            return a.buf
+        return f"reinterpret({a.buf}, {tuple(a.size)}, {tuple(a.stride)}, {a.offset})"
+    if isinstance(a, list):
+        return "[" + ", ".join(_py(x, graph) for x in a) + "]"
+    if isinstance(a, tuple):
+        return "(" + ", ".join(_py(x, graph) for x in a) + ("," if len(a) == 1 else "") + ")"
+    if isinstance(a, torch.device):
+        return "device"
+    if isinstance(a, float):
+        return repr(a) if a == a and abs(a) != float("inf") else f"float('{a}')"
+    return repr(a)
+
+
+def _target(name: str) -> str:
+    """``aten.mm.default`` stays readable; anything else goes through the externs table."""
+    if name.startswith(("aten.", "prims.")):
+        return name
+    return f"externs[{name!r}]"
+
+
+def wrapper_source(sched: Schedule, call_names: dict[str, str], pointer_args: bool = True) -> str:
+    """Python source of ``call(args)``; ``call_names`` maps kernel name -> callable name.
+
+    ``pointer_args``: pass ``tensor.data_ptr()`` (C++ kernels through ctypes) or the tensors
+    themselves (Triton launchers)."""
+    g = sched.graph
+    lines = ["def call(args):"]
+    ins = ", ".join(g.inputs)
+    if g.inputs:
+        lines.append(f"    {ins}{',' if len(g.inputs) == 1 else ''} = args")
+        lines += _size_lines(g)
+        for name in g.inputs:
+            if name in g.scalar_inputs:
+                continue
+            b = g.buffer(name)
+            lines.append(f"    {name} = restride({name}, {tuple(b.shape)}, {tuple(b.stride)})")
+    reuse_sources = {v[1] for v in sched.plan.values() if v[0] == "reuse"}
+    for step, k in enumerate(sched.kernels):
+        if k.kind == "extern":
+            b = g.buffer(k.nodes[0])
+            spec = b.extern
+            args = ", ".join(
+                [_py(a, g) for a in spec["args"]] + [f"{kk}={_py(v, g)}" for kk, v in spec["kwargs"].items()]
+            )
+            lines.append(f"    {b.name} = {_target(spec['target'])}({args})")
+            if not spec.get("multi"):
+                lines.append(f"    {b.name} = restride({b.name}, {tuple(b.shape)}, {tuple(b.stride)})")
+        elif k.kind == "alias":
+            b = g.buffer(k.nodes[0])
+            lines.append(
+                f"    {b.name} = restride({b.extern['base']}[{b.extern['item']}], {tuple(b.shape)}, {tuple(b.stride)})"
+            )
+        else:
+            for w in k.plan.writes:
+                how, other = sched.plan.get(w, ("alloc", None))
+                b = g.buffer(w)
+                if how == "alloc":
+                    lines.append(
+                        f"    {w} = empty_strided({tuple(b.shape)}, {tuple(b.stride)}, dtype=torch.{b.dtype}, device=device)"
+                    )
+                elif how == "reuse":
+                    lines.append(f"    {w} = {other}; del {other}  # reuse")
+                else:
+                    lines.append(f"    {w} = {other}  # in-place")
+            call_args = [f"{n}.data_ptr()" if pointer_args else n for n in k.plan.reads + k.plan.writes]
+            call_args += [s.name for s in plan_size_symbols(k.plan)]  # the kernel's ks0, ks1, ...
+            lines.append(f"    {call_names[k.name]}({', '.join(call_args)})")
+        dead = [f for f in sched.frees.get(step, []) if f not in reuse_sources]
+        if dead:
+            lines.append(f"    del {', '.join(dead)}")
+    outs = []
+    for o in g.outputs:
+        if o[0] == "none":
+            outs.append("None")
+        else:
+            outs.append(_py(TensorArg(o[1], o[2], o[3], o[4]), g))
+    lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+    return "\n".join(lines)
+
+
+def _size_lines(g) -> list[str]:
+    """Bind each size symbol from the input that carries it, then guard every input's size."""
+    if not g.sizevars:
+        return []
+    lines = []
+    for s in g.sizevars.symbols:
+        pos, dim = g.sizevars.sources[s]
+        where = g.inputs[pos]
+        lines.append(f"    {s.name} = {where}" if dim is None else f"    {s.name} = {where}.size({dim})")
+    for name in g.inputs:
+        if name not in g.scalar_inputs:
+            lines.append(f"    check_size({name}, {tuple(g.buffer(name).shape)}, {name!r})")
+    return lines
+
+
+def restride(t, size, stride):
+    """Make ``t`` have the layout the kernels were generated for (copy only when it differs)."""
+    import torch
+
+    if tuple(t.stride()) == tuple(stride) or t.numel() <= 1:
+        return t
+    out = torch.empty_strided(size, stride, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out
+
+
+def reinterpret(t, size, stride, offset):
+    import torch
+
+    return torch.as_strided(t, size, stride, t.storage_offset() + offset)
+
+
+def make_call(source: str, kernels: dict, device) -> callable:
+    """``exec`` the wrapper source with its globals (kernels, ATen, helpers) and return ``call``."""
+    import torch
+
+    glb = {
+        "torch": torch,
+        "aten": torch.ops.aten,
+        "prims": torch.ops.prims,
+        "empty_strided": torch.empty_strided,
+        "restride": restride,
+        "reinterpret": reinterpret,
+        "device": device,
+        "externs": _EXTERNS,
+        "check_size": check_size,
+        "FloorDiv": lambda a, b: a // b,  # how a size expression with // prints
+        "ModIdx": lambda a, b: a % b,
+        **kernels,
+    }
+    exec(compile(source, "<course_lib.inductor output code>", "exec"), glb)
+    return glb["call"]
+
+
+class _Externs(dict):
+    def __missing__(self, name):
+        import operator
+
+        import torch
+
+        if name == "<built-in function getitem>":
+            return operator.getitem
+        ns, op, overload = name.split(".")
+        return getattr(getattr(getattr(torch.ops, ns), op), overload)
+
+
+_EXTERNS = _Externs()

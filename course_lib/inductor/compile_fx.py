@@ -1,0 +1,255 @@
+"""The torch.compile backend: Dynamo graph -> AOT Autograd -> lower -> fuse -> codegen -> call.
+
+Teaches ``torch/_inductor/compile_fx.py`` (``compile_fx``: decompose and AOT-trace the Dynamo
+graph, then ``compile_fx_inner`` on the forward and the backward graph separately) and
+``torch/_inductor/graph.py`` (``GraphLowering.compile_to_module``).
+
+``compile_fx(gm, example_inputs)`` is what ``torch.compile(model, backend=compile_fx)`` (or
+``backend="course_lib"``) calls. A graph course_lib cannot compile runs in eager with the
+reason logged on the ``course_lib.inductor`` logger; compilation never raises into the model.
+Set ``COURSE_INDUCTOR_DEBUG=1`` to print every stage (pre-fusion IR, schedule, C++, wrapper).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+from course_lib.inductor import interpret
+from course_lib.inductor.codegen import cpp, triton, wrapper
+from course_lib.inductor.ir import GraphIR
+from course_lib.inductor.lowering import Unsupported, lower
+from course_lib.inductor.scheduler import Schedule, fuse, unfused
+
+log = logging.getLogger("course_lib.inductor")
+
+
+@dataclass
+class CompiledGraph:
+    """Every stage of one compiled graph, kept for display (Triton's ``kernel.asm`` idea)."""
+
+    graph: GraphIR
+    schedule: Schedule
+    kernel_code: str  # C++ translation unit or Triton module source
+    wrapper_code: str
+    call: object
+    codegen: str
+    timings: dict = field(default_factory=dict)
+
+    def __call__(self, *args):
+        return self.call(list(args))
+
+    @property
+    def kernel_count(self) -> int:
+        return sum(k.kind == "kernel" for k in self.schedule.kernels)
+
+    def output_code(self) -> str:
+        """Kernels then wrapper, the shape of Inductor's output code file."""
+        return self.kernel_code + "\n\n# ---- wrapper ----\n" + self.wrapper_code
+
+
+def schedule_graph(graph: GraphIR, fusion: str = "greedy") -> Schedule:
+    if fusion == "unfused":
+        return unfused(graph)
+    return fuse(graph, vertical_only=(fusion == "vertical"))
+
+
+def _device_of(example_inputs):
+    import torch
+
+    for t in example_inputs:
+        if isinstance(t, torch.Tensor):
+            return t.device
+    return torch.device("cpu")
+
+
+#: codegen name -> ``build(kernels, graph) -> (source, {kernel name: callable}, pointer_args)``
+#: (Inductor picks its backend per device in ``codegen/common.py``'s ``device_codegens``).
+BACKENDS = {
+    "cpp": cpp.build,  # one C++/OpenMP translation unit, gcc, ctypes
+    "triton": triton.build,  # a Triton module (interpreted on CPU, compiled on a GPU)
+    "python": interpret.backend,  # numpy reference executor, no compiler
+}
+
+
+def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | None = None) -> CompiledGraph:
+    """Compile one ATen-level graph (what AOT Autograd hands ``fw_compiler``/``bw_compiler``).
+
+    ``fusion``: ``unfused`` | ``vertical`` | ``greedy``; ``codegen``: a key of :data:`BACKENDS`
+    (default C++ on CPU, Triton on CUDA). Raises :class:`Unsupported` when it cannot.
+    """
+    t0 = time.perf_counter()
+    device = _device_of(example_inputs)
+    codegen = codegen or ("triton" if device.type == "cuda" else "cpp")
+    if codegen not in BACKENDS:
+        raise ValueError(f"codegen must be one of {sorted(BACKENDS)}, got {codegen!r}")
+    if device.type not in ("cpu", "cuda"):
+        raise Unsupported(f"device {device.type}")
+    if codegen == "cpp" and device.type != "cpu":
+        raise Unsupported("C++ kernels need CPU tensors")
+    graph = lower(gm, example_inputs)
+    t1 = time.perf_counter()
+    sched = schedule_graph(graph, fusion)
+    t2 = time.perf_counter()
+    kernels = [k for k in sched.kernels if k.kind == "kernel"]
+    source, fns, pointer_args = BACKENDS[codegen](kernels, graph)
+    wsrc = wrapper.wrapper_source(sched, {k.name: k.name for k in kernels}, pointer_args=pointer_args)
+    t3 = time.perf_counter()
+    call = wrapper.make_call(wsrc, fns, device)
+    out = CompiledGraph(
+        graph, sched, source, wsrc, call, codegen, {"lower": t1 - t0, "schedule": t2 - t1, "codegen+build": t3 - t2}
+    )
+    if os.environ.get("COURSE_INDUCTOR_DEBUG") == "1":
+        print(
+            f"# ---- ir_pre_fusion ----\n{graph}\n# ---- schedule ----\n{sched}\n# ---- output code ----\n{out.output_code()}"
+        )
+    return out
+
+
+def _boxed(fn):
+    fn._boxed_call = True
+    return fn
+
+
+def _give_up(exc: Exception, kind: str, what: str, record: list | None) -> None:
+    """Log and record why a graph leaves the course pipeline (re-raise under COURSE_INDUCTOR_STRICT=1)."""
+    if os.environ.get("COURSE_INDUCTOR_STRICT") == "1":
+        raise exc
+    reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    log.warning("course_lib.inductor: %s (%s)", what, reason)
+    if record is not None:
+        record.append((kind, reason))
+
+
+def _compile_or_eager(gm, example_inputs, fusion, codegen, record):
+    """Compile one graph, or return ``None`` after logging why it runs in eager instead."""
+    try:
+        compiled = compile_graph(gm, example_inputs, fusion=fusion, codegen=codegen)
+    except Exception as exc:  # never crash the user's model: run this graph in eager
+        _give_up(exc, "fallback", "graph runs in eager", record)
+        return None
+    if record is not None:
+        record.append(("compiled", compiled))
+    return compiled
+
+
+def inner_compiler(fusion: str = "greedy", codegen: str | None = None, record: list | None = None):
+    """``compile_fx_inner`` for torch's AOT Autograd: compile one graph, or run it in eager."""
+
+    def compiler(gm, example_inputs):
+        compiled = _compile_or_eager(gm, example_inputs, fusion, codegen, record)
+        if compiled is None:
+
+            def eager(args):
+                return gm(*args)
+
+            return _boxed(eager)
+        call = compiled.call
+
+        def run(args):
+            return call(args)
+
+        return _boxed(run)
+
+    return compiler
+
+
+def course_aot_compiler(fusion: str = "greedy", codegen: str | None = None, record: list | None = None):
+    """A compiler for ``course_lib.aot``: the whole course pipeline end to end.
+
+    course_lib.aot hands over a course_lib.fx Graph of primitives (the backward one without
+    example inputs), so the graph is converted to torch.fx, re-traced on the first call's real
+    arguments to get shapes (``node.meta["val"]``), then compiled here.
+    """
+
+    def compiler(graph, example_inputs):
+        from course_lib import compat, fx
+
+        gm = fx.to_torch_fx(graph)
+        cache = {}
+
+        def run(*args):
+            if "fn" not in cache:
+                traced = compat.make_fx(gm, *args)
+                compiled = _compile_or_eager(traced, list(args), fusion, codegen, record)
+                cache["fn"] = compiled if compiled is not None else traced
+            return cache["fn"](*args)
+
+        return run
+
+    return compiler
+
+
+def _mutates(graph) -> list[str]:
+    """In-place ATen ops in a traced graph (``add_``, ``copy_``...): state course_lib.aot would drop."""
+    return [
+        n.name
+        for n in graph.nodes
+        if n.op == "call_function" and getattr(getattr(n.target, "_schema", None), "is_mutable", False)
+    ]
+
+
+def _course_aot(gm, example_inputs, fusion, codegen, record):
+    """Dynamo graph -> course_lib.aot (joint graph, partition) -> course_lib.inductor, both graphs.
+
+    In inference (no input needs a gradient, or grad mode off) only the forward graph is traced
+    and compiled, as AOT Autograd's inference path does.
+    """
+    import torch
+
+    from course_lib import aot, compat, decomp
+
+    args = list(example_inputs)
+    if not all(isinstance(a, torch.Tensor) for a in args):
+        raise Unsupported("non-tensor graph inputs (symbolic sizes)")
+    # one trace with the course's table: ATen primitives, shapes in node.meta["val"]
+    forward = compat.make_fx(gm, *args, decompositions=decomp.DECOMPOSITIONS)
+    mutated = _mutates(forward.graph)
+    if mutated:
+        raise Unsupported(f"the graph mutates tensors in place ({', '.join(mutated[:3])})")
+    if not (torch.is_grad_enabled() and any(a.requires_grad for a in args)):
+        compiled = _compile_or_eager(forward, args, fusion, codegen, record)
+        return compiled if compiled is not None else forward
+    comp = course_aot_compiler(fusion, codegen, record)
+    fn = aot.aot_compile(gm, args, comp, comp)
+    return lambda *a: fn.apply(*a)
+
+
+def compile_fx(gm, example_inputs, fusion: str = "greedy", codegen: str | None = None, record: list | None = None,
+               aot: str = "course"):  # fmt: skip
+    """A torch.compile backend: ``torch.compile(model, backend=compile_fx)``.
+
+    ``aot="course"`` (default) traces the forward and backward graphs with course_lib.aot (its
+    derivative rules and partitioner) and compiles both with :func:`compile_graph`. A graph it
+    cannot trace (an op without a derivative rule, an in-place update of a buffer) goes through
+    torch's AOT Autograd with Inductor's decompositions instead, the reason logged and recorded
+    as ``("aot-fallback", reason)``; ``aot="torch"`` always takes that path. ``record``, when
+    given, collects one entry per graph: ``("compiled", CompiledGraph)`` or ``("fallback", reason)``.
+    """
+    from course_lib import compat
+
+    if aot not in ("course", "torch"):
+        raise ValueError(f"aot must be 'course' or 'torch', got {aot!r}")
+    if aot == "course":
+        try:
+            return _course_aot(gm, example_inputs, fusion, codegen, record)
+        except Exception as exc:
+            _give_up(exc, "aot-fallback", "course_lib.aot cannot take this graph, using torch's", record)
+    inner = inner_compiler(fusion, codegen, record)
+    try:
+        return compat.inductor_aot_module(gm, example_inputs, inner, inner, compat.inductor_decomposition_table())
+    except Exception as exc:  # AOT tracing itself failed: run the whole Dynamo graph in eager
+        log.warning("course_lib.inductor: AOT tracing failed, graph runs in eager (%s)", str(exc).splitlines()[0])
+        if record is not None:
+            record.append(("fallback", f"aot: {exc}".splitlines()[0]))
+        return gm.forward
+
+
+def compile_with_course_aot(fn, fusion: str = "greedy", codegen: str | None = None, record: list | None = None):
+    """``course_lib.aot.aot_function(fn)`` with course_lib.inductor compiling both graphs."""
+    from course_lib import aot
+
+    comp = course_aot_compiler(fusion, codegen, record)
+    return aot.aot_function(fn, fw_compiler=comp, bw_compiler=comp)

@@ -1,0 +1,291 @@
+"""Index algebra in one room: sympy index expressions, sizes, and the symbols of dynamic sizes.
+
+Teaches ``torch/_inductor/sizevars.py`` (``SizeVarAllocator``: simplify an index, evaluate a
+size with its hint, guard a size) and the index functions of
+``torch/utils/_sympy/functions.py`` (``FloorDiv``, ``ModularIndexing``).
+
+Position: used by every stage after lowering. lowering.py builds indices with
+:func:`flat_index` and :func:`decompose`, the scheduler renames a node's symbols to its
+kernel's loop symbols (:func:`var_map`, :func:`body_in_kernel`), and the code generators print
+what comes out.
+
+Three kinds of symbol, all non-negative integers so sympy can simplify with them:
+
+* ``i0, i1, ...`` / ``r0, ...``: a node's own element index and reduction index;
+* ``x0, x1, ...`` / ``r0, ...``: a kernel's loop variables (after :func:`var_map`);
+* ``s0, s1, ...``: a *size* that is not known until the call (dynamic shapes). A size is then a
+  sympy expression (``s0``, ``4*s0``) instead of an int; :class:`SizeVars` keeps each symbol's
+  example value (its *hint*, used only for heuristics such as fusion scores) and the guard that
+  the compiled code needs.
+
+Simplified against Inductor: no range analysis beyond "sizes are >= 2" (0/1 specialisation, as
+Dynamo does), no ``Min``/``Max``/``CeilDiv``, and index simplification only for affine terms.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import sympy
+
+
+class FloorDiv(sympy.Function):
+    """``a // b`` for non-negative integers (Inductor: ``torch/utils/_sympy/functions.py``)."""
+
+    nargs = 2
+
+    @classmethod
+    def eval(cls, a, b):
+        if b == 1:
+            return a
+        if a == 0:
+            return sympy.Integer(0)
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) // int(b))
+        return None
+
+
+class ModIdx(sympy.Function):
+    """``a % b`` for non-negative integers (Inductor's ``ModularIndexing`` with divisor 1)."""
+
+    nargs = 2
+
+    @classmethod
+    def eval(cls, a, b):
+        if b == 1 or a == 0:
+            return sympy.Integer(0)
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) % int(b))
+        return None
+
+
+def sym(name: str) -> sympy.Symbol:
+    """An index variable: non-negative integer, so sympy can simplify with it."""
+    return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
+def size_symbol(name: str) -> sympy.Symbol:
+    """A size known only at call time (``s0``): a positive integer, as in torch's ShapeEnv."""
+    return sympy.Symbol(name, integer=True, positive=True)
+
+
+def is_static(size) -> bool:
+    """True for a size that is a plain number (no size symbol in it)."""
+    return isinstance(size, int) or (isinstance(size, sympy.Expr) and size.is_Integer)
+
+
+def as_int(size):
+    """An int for a static size, the sympy expression otherwise."""
+    return int(size) if is_static(size) else sympy.sympify(size)
+
+
+def prod(sizes):
+    """Product of sizes; an int when every size is static."""
+    return as_int(math.prod(sizes, start=sympy.Integer(1))) if sizes else 1
+
+
+def contiguous_strides(shape) -> tuple:
+    """Row-major strides of ``shape`` (a size-0 or size-1 dimension counts as 1)."""
+    strides, acc = [], 1
+    for size in reversed(shape):
+        strides.append(as_int(acc))
+        acc = acc * (max(size, 1) if is_static(size) else size)
+    return tuple(reversed(strides))
+
+
+def flat_index(idx, strides, offset=0) -> sympy.Expr:
+    """``offset + sum(idx[d] * strides[d])``: where element ``idx`` lives in memory."""
+    terms = (sympy.sympify(s) * i for i, s in zip(idx, strides, strict=False) if s != 0)
+    return sympy.sympify(offset) + sum(terms, sympy.Integer(0))
+
+
+def _linear_terms(expr: sympy.Expr):
+    """``{symbol: coeff}, constant`` for an affine expression in the index symbols, or None.
+
+    A coefficient may contain size symbols (``s1*i0``); index symbols are the non-size ones.
+    """
+    expr = sympy.expand(expr)
+    coeffs, const = {}, sympy.Integer(0)
+    for term in sympy.Add.make_args(expr):
+        index_syms = [s for s in term.free_symbols if not s.is_positive]
+        if not index_syms:
+            const += term
+            continue
+        if len(index_syms) != 1:
+            return None
+        s = index_syms[0]
+        c, rest = term.as_independent(s, as_Add=False)
+        if rest != s:
+            return None
+        coeffs[s] = coeffs.get(s, 0) + c
+    return coeffs, const
+
+
+def _divides(divisor, c) -> bool:
+    """Is ``c`` a whole multiple of ``divisor`` (ints, or polynomials in size symbols)?"""
+    if is_static(c) and is_static(divisor):
+        return int(c) % int(divisor) == 0
+    q = sympy.cancel(sympy.sympify(c) / divisor)
+    return sympy.fraction(q)[1] == 1 and q.is_integer is not False
+
+
+def _below(expr, bound) -> bool:
+    """Provably ``expr < bound`` (``expr`` is a sum of non-negative terms)?"""
+    if is_static(expr) and is_static(bound):
+        return int(expr) < int(bound)
+    return bool(sympy.simplify(bound - 1 - expr).is_nonnegative)
+
+
+def split_div_mod(expr: sympy.Expr, divisor, ranges: dict) -> tuple[sympy.Expr, sympy.Expr]:
+    """``(expr // divisor, expr % divisor)``, simplified when the affine terms split cleanly.
+
+    ``ranges`` maps each index symbol to its size. Terms whose coefficient is a multiple of
+    ``divisor`` go to the quotient; if the remaining terms are provably in ``[0, divisor)``
+    they are the remainder. Otherwise the result keeps ``FloorDiv``/``ModIdx``.
+    """
+    terms = _linear_terms(expr)
+    if terms is not None and all(s in ranges for s in terms[0]):
+        coeffs, const = terms
+        q, r, hi = sympy.Integer(0), sympy.Integer(0), sympy.Integer(0)
+        if const.is_Integer and is_static(divisor):
+            q, r = sympy.Integer(int(const) // int(divisor)), sympy.Integer(int(const) % int(divisor))
+        elif _divides(divisor, const):
+            q = sympy.cancel(const / divisor)
+        else:
+            r = const
+        hi = r
+        ok = True
+        for s, c in coeffs.items():
+            if _divides(divisor, c):
+                q += sympy.cancel(c / divisor) * s
+            elif sympy.sympify(c).is_nonnegative:
+                r += c * s
+                hi += c * (ranges[s] - 1)
+            else:
+                ok = False
+        if ok and _below(hi, divisor):
+            return sympy.expand(q), sympy.expand(r)
+    return FloorDiv(expr, divisor), ModIdx(expr, divisor)
+
+
+def decompose(expr: sympy.Expr, shape, ranges: dict) -> list[sympy.Expr]:
+    """Per-dimension indices of the contiguous flat index ``expr`` into ``shape``."""
+    out = []
+    for d in range(len(shape) - 1, -1, -1):
+        if shape[d] == 1:
+            out.append(sympy.Integer(0))
+            continue
+        if d == 0:
+            out.append(expr)
+            break
+        expr, rem = split_div_mod(expr, shape[d], ranges)
+        out.append(rem)
+    return list(reversed(out))
+
+
+def subs_index(expr, mapping: dict):
+    """Substitute index symbols everywhere in an element expression (loads and index values)."""
+    from course_lib.inductor.ir import IndexValue, Load, Op
+
+    if not mapping:
+        return expr
+    if isinstance(expr, Load):
+        ind = tuple((s, subs_index(e, mapping)) for s, e in expr.indirect)
+        return Load(expr.buf, sympy.sympify(expr.index).xreplace(mapping), expr.dtype, ind)
+    if isinstance(expr, IndexValue):
+        return IndexValue(sympy.sympify(expr.index).xreplace(mapping), expr.dtype)
+    if isinstance(expr, Op):
+        return Op(expr.op, tuple(subs_index(a, mapping) for a in expr.args), expr.dtype)
+    return expr
+
+
+# ---------------------------------------------------------------------------
+# a node's symbols -> its kernel's loop symbols
+# ---------------------------------------------------------------------------
+
+
+def kernel_vars(group):
+    """Loop symbols of a kernel group ``(outer sizes, inner sizes)``: ``x*`` outer, ``r*`` inner."""
+    outer, inner = group
+    return [sym(f"x{d}") for d in range(len(outer))], [sym(f"r{d}") for d in range(len(inner))]
+
+
+def group_ranges(group) -> dict:
+    """Loop symbol -> its trip count."""
+    xs, rs = kernel_vars(group)
+    return dict(zip(xs + rs, group[0] + group[1], strict=True))
+
+
+def var_map(buf, group) -> dict:
+    """Map the node's own symbols (i*, r*) to the kernel's loop symbols (x*, r*).
+
+    Size-1 dimensions are dropped from a group, so their symbol becomes 0.
+    """
+    xs, rs = kernel_vars(group)
+    mine = buf.index_vars()
+    mapping = {v: sympy.Integer(0) for v, s in zip(mine, buf.shape, strict=True) if s == 1}
+    big = [v for v, s in zip(mine, buf.shape, strict=True) if s != 1]
+    if buf.kind == "reduction":
+        mapping.update(zip(big, xs, strict=False))
+        ranges = buf.reduction_ranges
+        red = [v for v, s in zip(buf.reduction_vars(), ranges, strict=True) if s != 1]
+        mapping.update({v: sympy.Integer(0) for v, s in zip(buf.reduction_vars(), ranges, strict=True) if s == 1})
+        mapping.update(zip(red, rs, strict=False))
+        return mapping
+    mapping.update(zip(big, xs + rs, strict=False))
+    return mapping
+
+
+def store_index(buf, group) -> sympy.Expr:
+    """Where a node's element is stored, in its kernel's loop symbols."""
+    return sympy.expand(flat_index(buf.index_vars(), buf.stride).xreplace(var_map(buf, group)))
+
+
+def body_in_kernel(buf, group):
+    """The node's body with its symbols renamed to the kernel's loop symbols.
+
+    Reduction symbols are named ``r*`` on both sides, so the renaming goes through temporaries.
+    """
+    mapping = var_map(buf, group)
+    tmp = {k: sym(f"_t_{k}") for k in mapping}
+    body = subs_index(buf.body, tmp)
+    return subs_index(body, {tmp[k]: v for k, v in mapping.items()})
+
+
+# ---------------------------------------------------------------------------
+# dynamic sizes: symbols, hints, guards
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class SizeVars:
+    """The size symbols of one graph (``SizeVarAllocator``).
+
+    ``hints``: each symbol's value in the example inputs, used where a heuristic needs a number
+    (fusion score, roofline, parallel threshold), never in generated code. ``sources``: where
+    the call finds each symbol, ``(input position, dim)``; the first input that has it.
+    """
+
+    hints: dict = field(default_factory=dict)  # Symbol -> int
+    sources: dict = field(default_factory=dict)  # Symbol -> (input position, dim)
+
+    @property
+    def symbols(self) -> list:
+        return sorted(self.hints, key=lambda s: (len(s.name), s.name))
+
+    def hint(self, expr) -> int:
+        """The example value of a size expression (an int when it is static already)."""
+        if is_static(expr):
+            return int(expr)
+        value = sympy.sympify(expr).xreplace({s: sympy.Integer(v) for s, v in self.hints.items()})
+        value = value.replace(FloorDiv, lambda a, b: sympy.floor(a / b)).replace(ModIdx, lambda a, b: sympy.Mod(a, b))
+        return int(value)
+
+    def __bool__(self) -> bool:
+        return bool(self.hints)
+
+
+def free_sizes(expr) -> set:
+    """Size symbols in an expression."""
+    return {s for s in sympy.sympify(expr).free_symbols if s.is_positive}
