@@ -57,14 +57,22 @@ def show_liveness(fn: Function):
 
 def interference_dot(fn: Function, alloc: be.Allocation | None = None) -> str:
     graph = be.interference(fn)
-    lines = ["graph interference {", '  node [style=filled, fontname="monospace", fontsize=10];']
+    # overlap=false + sep: neato moves nodes apart so no two circles (or "spilled" labels) overprint;
+    # splines route edges around nodes (dot, for small graphs, ignores both); edges are drawn first
+    # and every node is filled, so no edge runs across a label.
+    lines = [
+        "graph interference {",
+        '  graph [overlap=false, splines=true, sep="+12", outputorder=edgesfirst, fontname="monospace", fontsize=10,'
+        '         labelloc=b, label="colour = register (r0, r1, ...); dashed box = spilled to memory"];',
+        '  node [style=filled, fontname="monospace", fontsize=10, margin="0.04"];',
+    ]
     for v in sorted(graph):
         a = alloc.assignment.get(v) if alloc else None
         if a is None:
             style = 'fillcolor="white"'
             label = v
         elif isinstance(a, tuple):
-            style = 'fillcolor="white", shape=box, style="dashed"'
+            style = 'fillcolor="white", shape=box, style="dashed,filled"'
             label = f"{v}\\nspilled"
         else:
             style = f'fillcolor="{PALETTE[a % len(PALETTE)]}"'
