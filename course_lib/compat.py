@@ -437,6 +437,47 @@ def inductor_output_code_with_config(fn, *args, **config):
 
 
 # ---------------------------------------------------------------------------
+# debugging, dynamic shapes, export (Module 4, part 4: notebooks 04d, 04e; course_lib.debugtools)
+# ---------------------------------------------------------------------------
+
+
+def torch_set_logs(**settings) -> None:
+    """``torch._logging.set_logs(**settings)``: the in-process spelling of ``TORCH_LOGS``.
+
+    Each keyword is an artifact (``graph_breaks=True``, ``recompiles=True``, ``guards=True``,
+    ``bytecode=True``, ``output_code=True``) or a component with a level. Called with no
+    arguments it restores the default (warnings only). Handlers write to ``sys.stderr`` as it
+    is when this is called, which is how course_lib.debugtools captures them.
+    """
+    require("torch._logging", "set_logs")(**settings)
+
+
+def dynamo_mark_dynamic(tensor, dim: int, **kwargs) -> None:
+    """``torch._dynamo.mark_dynamic(tensor, dim)``: compile ``dim`` as a size symbol from the start."""
+    require("torch._dynamo", "mark_dynamic")(tensor, dim, **kwargs)
+
+
+def dynamo_config_patch(**settings):
+    """``torch._dynamo.config.patch(**settings)`` (``capture_scalar_outputs``,
+    ``capture_dynamic_output_shape_ops``, ``automatic_dynamic_shapes``...), a context manager."""
+    config = require("torch._dynamo", "config")
+    unknown = [k for k in settings if not hasattr(config, k)]
+    if unknown:
+        raise CompatError(f"torch._dynamo.config has no {unknown}; see compat.dynamo_config_patch")
+    return config.patch(**settings)
+
+
+def aoti_compile_and_package(exported_program, package_path: str) -> str:
+    """``torch._inductor.aoti_compile_and_package``: AOTInductor, an ExportedProgram to a ``.pt2``."""
+    return require("torch._inductor", "aoti_compile_and_package")(exported_program, package_path=package_path)
+
+
+def aoti_load_package(package_path: str):
+    """``torch._inductor.aoti_load_package``: load a ``.pt2`` and return a callable runner."""
+    return require("torch._inductor", "aoti_load_package")(package_path)
+
+
+# ---------------------------------------------------------------------------
 # gpu (Module 5)
 # ---------------------------------------------------------------------------
 
@@ -481,3 +522,105 @@ def triton_jit_function(kernel):
     if fn is None:
         raise CompatError("triton's interpreted kernel has no .fn any more: see compat.triton_jit_function")
     return jit_function(fn)
+
+
+# ---------------------------------------------------------------------------
+# explore (issue 22): provenance from the real stack
+# ---------------------------------------------------------------------------
+
+
+def fx_node_origins(node) -> list[tuple[str, int]]:
+    """``(name, graph id)`` of the first nodes ``node`` came from (``node.meta["from_node"]``).
+
+    torch records a chain of ``torch.fx.traceback.NodeSource`` (a post-grad node came from an
+    AOT node, which came from a Dynamo node); the roots of the chain are the Dynamo graph's nodes.
+    """
+    roots, todo = [], list(node.meta.get("from_node") or ())
+    while todo:
+        src = todo.pop(0)
+        if not hasattr(src, "name"):
+            raise CompatError("node.meta['from_node'] no longer holds NodeSource objects; update compat.fx_node_origins")
+        parents = getattr(src, "from_node", None) or []
+        if parents:
+            todo.extend(parents)
+        elif (src.name, src.graph_id) not in roots:
+            roots.append((src.name, src.graph_id))
+    return roots
+
+
+def fx_trace_keeping_meta(gm, args, decompositions=None):
+    """``make_fx`` of ``gm`` node by node, each new ATen node keeping the meta of the node it came
+    from (``stack_trace``, ``from_node``): ``torch.fx.traceback.preserve_node_meta`` around an
+    ``fx.Interpreter``, as AOT Autograd traces Dynamo's graph."""
+    import torch.fx
+
+    preserve = require("torch.fx.traceback", "preserve_node_meta")
+    tracer = require("torch.fx.experimental.proxy_tensor", "make_fx")
+    with preserve():
+        return tracer(torch.fx.Interpreter(gm).run, decomposition_table=decompositions or {})(*args)
+
+
+def dynamo_bytecode_hook(record: list):
+    """Context manager: append ``(original code, Dynamo's transformed code)`` for every frame Dynamo
+    compiles (``torch._dynamo.convert_frame.register_bytecode_hook``)."""
+    import contextlib
+
+    register = require("torch._dynamo.convert_frame", "register_bytecode_hook")
+
+    @contextlib.contextmanager
+    def scope():
+        handle = register(lambda code, new_code: record.append((code, new_code)))
+        try:
+            yield record
+        finally:
+            handle.remove()
+
+    return scope()
+
+
+def inductor_run_with_provenance(run, *args):
+    """Run ``run(*args)`` (which calls torch.compile'd code) with Inductor recording provenance.
+
+    Returns ``(result, codes, graphs, kernels)``: the output-code module of each compile (what
+    ``run_and_get_code`` collects, through ``GraphLowering.save_output_code``), the post-grad ATen
+    graph of each compile (``config.post_grad_custom_post_pass``, a ``CustomGraphPass`` that only
+    records), and for each compile ``{kernel name: [post-grad node names]}``: Inductor's kernel
+    origins (``config.trace.provenance_tracking_level``), read while that compile's tables are live.
+    The FX graph cache is off so every pass runs; compiled C++ is still reused from its cache.
+    """
+    from unittest import mock
+
+    import torch
+
+    patch = require("torch._inductor.config", "patch")
+    base = require("torch._inductor.custom_graph_pass", "CustomGraphPass")
+    lowering = require("torch._inductor.graph", "GraphLowering")
+    debug = require("torch._inductor.debug")
+    name = "_inductor_triton_kernel_to_post_grad_node_info"
+    if not hasattr(debug, name):
+        raise CompatError(f"torch._inductor.debug.{name} is gone; update compat.inductor_run_with_provenance")
+    graphs, codes, kernels, seen = [], [], [], set()
+
+    class Recorder(base):
+        def __call__(self, graph):
+            graphs.append(graph)
+
+        def uuid(self):
+            return None
+
+    def save_output_code(code):
+        table = dict(getattr(debug, name))
+        codes.append(code)
+        kernels.append({k.rsplit(":", 1)[0]: list(v) for k, v in table.items() if k not in seen})
+        seen.update(table)
+
+    config = {"post_grad_custom_post_pass": Recorder(), "trace.provenance_tracking_level": 1, "fx_graph_cache": False}
+    with patch(config), mock.patch.object(lowering, "save_output_code", save_output_code):
+        torch._dynamo.reset()
+        result = run(*args)
+    return result, codes, graphs, kernels
+
+
+def inductor_compile_fx():
+    """``torch._inductor.compile_fx.compile_fx``: the function ``backend="inductor"`` names."""
+    return require("torch._inductor.compile_fx", "compile_fx")
