@@ -413,19 +413,40 @@ def _target_name(node: Any) -> str:
     return name
 
 
-def fx_graph(graph: Any, title: str = "", highlight: dict[str, str] | None = None, rankdir: str = "TB") -> GraphView:
+def legend_label(title: str, legend: dict[str, str]) -> str:
+    """A DOT HTML-like graph label: the title, then one coloured swatch per meaning."""
+    esc = html.escape
+    swatches = "".join(
+        f'<td bgcolor="{esc(colour)}" border="1" width="16" height="14" fixedsize="true"></td>'
+        f'<td align="left">{esc(meaning)}  </td>'
+        for meaning, colour in legend.items()
+    )
+    head = f'<tr><td colspan="{2 * len(legend)}">{esc(title)}</td></tr>' if title else ""
+    return f'<<table border="0" cellspacing="2" cellpadding="2">{head}<tr>{swatches}</tr></table>>'
+
+
+def fx_graph(
+    graph: Any,
+    title: str = "",
+    highlight: dict[str, str] | None = None,
+    rankdir: str = "TB",
+    legend: dict[str, str] | None = None,
+) -> GraphView:
     """A picture of an FX graph: one box per node (name, opcode, target), edges for data flow.
 
     Works for ``torch.fx.GraphModule`` / ``torch.fx.Graph`` and for any graph with the same
     node fields (``op``, ``name``, ``target``, ``args``, ``kwargs``), such as course_lib.fx's.
-    ``highlight`` maps node names to fill colours (e.g. saved tensors).
+    ``highlight`` maps node names to fill colours (e.g. saved tensors); ``legend`` maps what a
+    colour means to the colour, drawn under the title (wherever colour carries meaning).
     """
     g = getattr(graph, "graph", graph)
     highlight = highlight or {}
     lines = [
         f'digraph fx {{ rankdir={rankdir}; node [shape=box, style="rounded,filled", fontname="monospace", fontsize=10];'
     ]
-    if title:
+    if legend:
+        lines.append(f"label={legend_label(title, legend)}; labelloc=t; fontsize=10;")
+    elif title:
         lines.append(f'label="{dot_escape(title)}"; labelloc=t;')
     for node in g.nodes:
         detail = "" if node.op in ("placeholder", "output") else f"\n{_target_name(node)}"

@@ -156,3 +156,13 @@ def test_interact_bad_knobs_are_clear_errors():
         viz.slider(0, 4, value=9)
     with pytest.raises(TypeError, match="needs a function"):
         viz.interact(42)
+
+
+def test_fx_graph_legend_names_each_colour():
+    import torch
+
+    gm = torch.fx.symbolic_trace(lambda x: torch.relu(x) + 1)
+    view = viz.fx_graph(gm, title="T & co", highlight={"relu": "#f4a261"}, legend={"saved": "#f4a261", "op": "#fef7e0"})
+    assert 'bgcolor="#f4a261"' in view.source and ">saved  <" in view.source and "T &amp; co" in view.source
+    if viz.shutil.which("dot"):
+        assert "saved" in view.svg and "#f4a261" in view.svg

@@ -210,7 +210,11 @@ def draw_joint(joint, part: Partition | None = None, title: str = ""):
     if part is not None:
         colours.update({name: HIGHLIGHT["recomputed"] for name in part.recomputed})
         colours.update({name: HIGHLIGHT["saved"] for name in part.saved})
-    return viz.fx_graph(joint.graph, title=title or (part.summary() if part else "joint graph"), highlight=colours)
+    legend = {"forward op": viz._OP_COLOURS["call_function"], "backward op": HIGHLIGHT["backward"]}
+    if part is not None:
+        legend.update({"saved for backward": HIGHLIGHT["saved"], "recomputed in backward": HIGHLIGHT["recomputed"]})
+    title = title or (part.summary() if part else "joint graph")
+    return viz.fx_graph(joint.graph, title=title, highlight=colours, legend=legend)
 
 
 def torch_saved(joint, method: str = "min_cut") -> tuple[list[str], int]:
