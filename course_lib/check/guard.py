@@ -55,7 +55,11 @@ def _resolve(target: str | tuple) -> tuple[Any, str, str]:
     if not attr:
         raise ValueError(f"guard target {target!r} must read 'package.module:attribute'")
     short = module.replace("course_lib.", "")
-    return importlib.import_module(module), attr, f"{short}.{attr}"
+    try:
+        owner = importlib.import_module(module)
+    except ImportError:
+        owner = None
+    return owner, attr, f"{short}.{attr}"
 
 
 def learner_namespace() -> dict:
@@ -78,7 +82,10 @@ def guarded(targets: Iterable[str | tuple], namespace: dict | None = None) -> It
     try:
         for target in targets:
             owner, attr, name = _resolve(target)
-            original = getattr(owner, attr)
+            original = getattr(owner, attr, None)
+            if original is None:  # a renamed reference must not break the notebook; say so
+                print(f"course_lib.check: cannot guard {name}: no such attribute (renamed?)", file=sys.stderr)
+                continue
             original = getattr(original, "__course_guard__", original)
             guard = _wrap(name, original)
             undo.append((owner, attr, original))

@@ -104,6 +104,52 @@ def def_block_cases(fns: list) -> list[tuple[dict, set]]:
     return cases
 
 
+def reaching_definitions_roundrobin(fn) -> tuple[dict, dict]:
+    """(into, out) of reaching definitions, by round-robin iteration of the textbook equations.
+
+    Written without :mod:`course_lib.ir.dataflow` on purpose (no worklist, no Analysis): sweep all
+    blocks in order until nothing changes. OUT[b] = gen/kill applied instruction by instruction;
+    IN[b] = union of OUT[p] over predecessors; the entry starts with the parameters.
+    """
+    preds = fn.preds()
+    params = frozenset((p, "param", -1) for p, _ in fn.params)
+    into = {b.label: frozenset() for b in fn.blocks}
+    out = dict(into)
+    changed = True
+    while changed:
+        changed = False
+        for b in fn.blocks:
+            fact = params if b.label == fn.entry else frozenset().union(*(out[p] for p in preds[b.label]))
+            cur = set(fact)
+            for k, instr in enumerate(b.all()):
+                for d in instr.defs():
+                    cur = {site for site in cur if site[0] != d} | {(d, b.label, k)}
+            if fact != into[b.label] or frozenset(cur) != out[b.label]:
+                into[b.label], out[b.label], changed = fact, frozenset(cur), True
+    return into, out
+
+
+def check_analysis(make_analysis, fns: list, labels: list[str], oracle=reaching_definitions_roundrobin) -> Verdict:
+    """Solve ``make_analysis(fn)`` with course_lib's worklist solver on each function; compare into/out."""
+    from course_lib.ir import dataflow
+
+    for label, fn in zip(labels, fns):
+        analysis = make_analysis(fn)
+        if not isinstance(analysis, dataflow.Analysis):
+            return Verdict(False, f"return a dataflow.Analysis, not {type(analysis).__name__}")
+        result = dataflow.solve(fn, analysis)
+        want_in, want_out = oracle(fn)
+        for b in (blk.label for blk in fn.blocks):
+            for side, got, want in (("into", result.into, want_in), ("out", result.out, want_out)):
+                if frozenset(got.get(b, ())) != want[b]:
+                    missing, extra = (
+                        sorted(want[b] - frozenset(got.get(b, ()))),
+                        sorted(frozenset(got.get(b, ())) - want[b]),
+                    )
+                    return Verdict(False, f"{label}, block {b}, {side}: missing {missing[:4]}, unexpected {extra[:4]}")
+    return Verdict(True, f"into and out right for every block of {len(fns)} functions")
+
+
 # ----------------------------------------------------------------------------- Module 3: Triton kernels
 
 
@@ -184,6 +230,59 @@ def check_softmax_kernel(kernel, cases=SOFTMAX_CASES, device: str = "cpu") -> Ve
         if not err <= 1e-5:
             return Verdict(False, f"{label}: max error {err:.3g} against torch.softmax")
     return Verdict(True, f"right and in bounds on {len(cases)} shapes (ragged widths, a strided view)")
+
+
+MATMUL_CASES = [  # (M, N, K), (BLOCK_M, BLOCK_N, BLOCK_K), which input is a transposed view
+    ((37, 45, 70), (16, 16, 16), ""),
+    ((64, 32, 48), (32, 32, 16), "a"),
+    ((20, 33, 9), (16, 16, 16), "b"),
+    ((1, 5, 100), (16, 16, 32), "ab"),
+]
+
+
+def _matmul_input(rows: int, cols: int, transposed: bool, pad: int, gen):
+    import torch
+
+    if transposed:  # stored as cols x rows, viewed as rows x cols: strides (1, rows)
+        return _padded(torch.randn(cols, rows, generator=gen), pad).t()
+    return _padded(torch.randn(rows, cols, generator=gen), pad)
+
+
+def check_matmul_kernel(kernel, cases=MATMUL_CASES, device: str = "cpu") -> Verdict:
+    """``kernel[(cdiv(M, BM), cdiv(N, BN))](a, b, c, M, N, K, strides..., BLOCK_M=, BLOCK_N=, BLOCK_K=)``.
+
+    Ragged M, N and K (K not a multiple of BLOCK_K), and transposed views of A and B (the kernel
+    must use the strides it is given); every access traced on CPU, so a K tail without a mask fails.
+    """
+    import torch
+    import triton
+
+    gen = torch.Generator().manual_seed(2)
+    for (m, n, k), (bm, bn, bk), trans in cases:
+        a = _matmul_input(m, k, "a" in trans, 2 * bm * bk, gen)
+        b = _matmul_input(k, n, "b" in trans, 2 * bk * bn, gen)
+        c = _padded(torch.full((m, n), float("nan")), 2 * bm * bn)
+        want = a @ b
+        label = f"M, N, K = {m}, {n}, {k} with BLOCK {bm}x{bn}x{bk}" + (
+            f", {' and '.join(trans)} transposed" if trans else ""
+        )
+        if device != "cpu":
+            a, b, c = a.to(device), b.to(device), c.to(device)
+        args = (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+        launch = functools.partial(
+            kernel[(triton.cdiv(m, bm), triton.cdiv(n, bn))], *args, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk
+        )
+        if device != "cpu":
+            launch()
+            oob = []
+        else:
+            oob = _traced(kernel, launch, {"A": a, "B": b, "C": c})
+        if oob:
+            return Verdict(False, f"{label}: {oob[0]}")
+        err = float((c.cpu() - want).abs().max())
+        if not err <= 1e-3:
+            return Verdict(False, f"{label}: max error {err:.3g} against torch's a @ b")
+    return Verdict(True, f"right and in bounds on {len(cases)} cases (ragged M, N, K; transposed A and B)")
 
 
 # ----------------------------------------------------------------------------- Module 4: FX
