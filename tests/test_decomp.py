@@ -1,5 +1,6 @@
 """course_lib.decomp: every table entry against eager ATen, primitives-only, and torch._decomp."""
 
+import functools
 import zlib
 
 import pytest
@@ -100,3 +101,27 @@ def test_flash_attention_entry_causal_matches_the_kernel():
     assert decomp.non_primitive(graph) == []
     for got, want in zip(graph(q, k, v), op(q, k, v, is_causal=True)):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_squeeze_with_no_dims_squeezes_nothing():
+    """``squeeze(x, dim=())`` keeps every size-1 axis (an empty list is not "all dims" here)."""
+    x = torch.randn(1, 3, 1)
+    for dims in ([], [0], [0, 2]):
+        graph = decomp.trace(functools.partial(torch.ops.aten.squeeze.dims, dim=dims), x)
+        assert graph(x).shape == torch.ops.aten.squeeze.dims(x, dims).shape
+
+
+def _fill(extra):
+    return {"fill_value": extra[0]} if extra else {}
+
+
+def test_filled_like_keeps_the_requested_dtype():
+    """``ones_like(x, dtype=bool)`` is bool (``isreal`` of a real tensor is built from it)."""
+    x = torch.randn(2, 3)
+    for op, extra in ((torch.ops.aten.ones_like.default, ()), (torch.ops.aten.zeros_like.default, ()),
+                      (torch.ops.aten.full_like.default, (2.0,))):  # fmt: skip
+        graph = decomp.trace(functools.partial(op, dtype=torch.bool, **_fill(extra)), x)
+        got, want = graph(x), op(x, *extra, dtype=torch.bool)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    graph = decomp.trace(torch.isreal, x)
+    assert graph(x).dtype == torch.bool and bool(graph(x).all())

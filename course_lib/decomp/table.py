@@ -418,7 +418,8 @@ def unsqueeze(x: Tensor, dim: int) -> Tensor:
 
 @register(aten.squeeze.dim, aten.squeeze.dims)
 def squeeze(x: Tensor, dim: int | list[int]) -> Tensor:
-    dims = set(_dims(x, dim))
+    # unlike a reduction's dim, an empty list here means "squeeze nothing", not "every dim"
+    dims = {d % max(x.dim(), 1) for d in ([dim] if isinstance(dim, int) else dim)}
     return aten.view.default(x, [s for i, s in enumerate(x.shape) if not (i in dims and s == 1)])
 
 
@@ -520,16 +521,23 @@ def efficient_attention(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | Non
 # ------------------------------------------------------------------ creation
 
 
+def _filled(x: Tensor, value: float, dtype: torch.dtype | None, device: torch.device | None) -> Tensor:
+    """``x``'s shape filled with ``value``; ``dtype``/``device`` default to ``x``'s (``isreal`` asks for bool)."""
+    fill = aten.scalar_tensor.default(value, dtype=dtype or x.dtype, device=device or x.device)
+    return aten.expand.default(fill, list(x.shape))
+
+
 @register(aten.zeros_like.default)
-def zeros_like(x: Tensor, **kwargs) -> Tensor:
-    return aten.expand.default(_scalar(0.0, x), list(x.shape))
+def zeros_like(x: Tensor, *, dtype: torch.dtype | None = None, device: torch.device | None = None, **kwargs) -> Tensor:
+    return _filled(x, 0.0, dtype, device)
 
 
 @register(aten.ones_like.default)
-def ones_like(x: Tensor, **kwargs) -> Tensor:
-    return aten.expand.default(_scalar(1.0, x), list(x.shape))
+def ones_like(x: Tensor, *, dtype: torch.dtype | None = None, device: torch.device | None = None, **kwargs) -> Tensor:
+    return _filled(x, 1.0, dtype, device)
 
 
 @register(aten.full_like.default)
-def full_like(x: Tensor, fill_value: float, **kwargs) -> Tensor:
-    return aten.expand.default(_scalar(fill_value, x), list(x.shape))
+def full_like(x: Tensor, fill_value: float, *, dtype: torch.dtype | None = None, device: torch.device | None = None,
+              **kwargs) -> Tensor:  # fmt: skip
+    return _filled(x, fill_value, dtype, device)
