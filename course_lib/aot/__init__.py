@@ -12,14 +12,19 @@ API::
     aot_function(fn, fw_compiler=None, bw_compiler=None, partition_method="default") -> callable
     aot_compile(fn, args, fw_compiler=None, bw_compiler=None) -> torch.autograd.Function (no cache)
         a compiler is ``compiler(graph, example_inputs) -> callable``; None runs the graph's Python code
+    functionalize(fn, *args) -> Functionalized  .fn (pure: outputs, then updated inputs) .mutated
+        .before (ATen graph with its in-place ops) .graph(*args) (the functional one) .rewrites
+    copy_back(args, updated, mutated)   the runtime epilogue: updated values into the real inputs
     DERIVATIVES / derivative(op) / vjp(op, grad, *args)   the derivative rules
     draw_joint(joint, part) -> picture with saved tensors and the cut highlighted
 """
 
 from course_lib.aot.function import aot_compile, aot_function
+from course_lib.aot.functionalize import FUNCTIONAL_VARIANT, INVERSE_VIEW, Functionalized, copy_back, functionalize
 from course_lib.aot.joint import Joint, backward_pass, joint_graph
 from course_lib.aot.partitioners import Partition, draw_joint, flow_network, partition, torch_saved
 from course_lib.aot.rules import DERIVATIVES, derivative, sum_to, vjp
 
-__all__ = ["DERIVATIVES", "Joint", "Partition", "aot_compile", "aot_function", "backward_pass", "derivative", "draw_joint",
+__all__ = ["DERIVATIVES", "FUNCTIONAL_VARIANT", "INVERSE_VIEW", "Functionalized", "Joint", "Partition", "aot_compile", "aot_function", "backward_pass", "copy_back", "derivative", "draw_joint",
+           "functionalize",
            "flow_network", "joint_graph", "partition", "sum_to", "torch_saved", "vjp"]  # fmt: skip

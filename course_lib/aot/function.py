@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from course_lib.aot.functionalize import copy_back
 from course_lib.aot.joint import joint_graph
 from course_lib.aot.partitioners import partition
 
@@ -38,7 +39,9 @@ def _key(args) -> tuple:
 def aot_compile(fn, args, fw_compiler=None, bw_compiler=None, method: str = "default"):
     """Trace, partition and compile ``fn`` for these ``args`` now; a torch.autograd.Function.
 
-    ``.apply(*args)`` returns the tuple of outputs. This is the uncached step behind
+    ``.run(*args)`` returns the tuple of outputs and writes updated inputs (running statistics)
+    back into the argument tensors; ``.apply`` returns those updated values as extra outputs
+    instead. This is the uncached step behind
     :func:`aot_function`; a torch.compile backend calls it directly because Dynamo already
     caches one compiled graph per set of guards.
     """
@@ -51,6 +54,8 @@ def aot_compile(fn, args, fw_compiler=None, bw_compiler=None, method: str = "def
     fw = (fw_compiler or _default_compiler)(part.forward, [a for a in args])
     bw = (bw_compiler or _default_compiler)(part.backward, None)
     n_out, wrt, n_args = joint.num_outputs, joint.wrt, len(args)
+    n_user, mutated = joint.num_user_outputs, joint.mutated
+    tangent_like = [n.meta.get("val") for n in joint.tangents]
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
@@ -58,11 +63,13 @@ def aot_compile(fn, args, fw_compiler=None, bw_compiler=None, method: str = "def
             results = fw(*inputs)
             outs, saved = results[:n_out], results[n_out:]
             ctx.save_for_backward(*saved)
+            ctx.mark_non_differentiable(*outs[n_user:])  # updated inputs: copied back, never differentiated
             return tuple(outs)
 
         @staticmethod
         def backward(ctx, *grad_outputs):
-            tangents = [g if g is not None else torch.zeros(()) for g in grad_outputs]
+            tangents = [g if g is not None else torch.zeros(tuple(like.shape), dtype=like.dtype, device=g_device(ctx))
+                        for g, like in zip(grad_outputs[:n_user], tangent_like)]  # fmt: skip
             grads = bw(*ctx.saved_tensors, *tangents)
             full: list[Any] = [None] * n_args
             for i, g in zip(wrt, grads):
@@ -70,7 +77,22 @@ def aot_compile(fn, args, fw_compiler=None, bw_compiler=None, method: str = "def
             return tuple(full)
 
     CompiledFunction.joint, CompiledFunction.partition = joint, part
+    CompiledFunction.run = staticmethod(lambda *a: _run(CompiledFunction, a))
     return CompiledFunction
+
+
+def g_device(ctx):
+    saved = ctx.saved_tensors
+    return saved[0].device if saved else None
+
+
+def _run(compiled, args) -> tuple:
+    """``compiled.apply(*args)``, then the mutation epilogue: copy updated inputs back (torch's
+    runtime wrapper does the same after the compiled forward). Returns the function's own outputs."""
+    outs = compiled.apply(*args)
+    n_user, mutated = compiled.joint.num_user_outputs, compiled.joint.mutated
+    copy_back(args, outs[n_user:], mutated)
+    return tuple(outs[:n_user])
 
 
 def aot_function(fn: Callable, fw_compiler: Callable | None = None, bw_compiler: Callable | None = None,
@@ -86,7 +108,7 @@ def aot_function(fn: Callable, fw_compiler: Callable | None = None, bw_compiler:
         key = _key(args)
         if key not in cache:
             cache[key] = aot_compile(fn, args, fw_compiler, bw_compiler, partition_method)
-        outs = cache[key].apply(*args)
+        outs = cache[key].run(*args)
         example = outs if len(outs) != 1 else outs[0]
         return example
 

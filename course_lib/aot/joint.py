@@ -11,12 +11,17 @@ backward as one functional graph: no in-place ops, no autograd tape, just ATen p
 Real AOT Autograd does the same trace but lets torch's own autograd supply the backward
 (``torch.autograd.grad`` inside make_fx); we use our own rules so every backward node is visible.
 
+Before any of that, :func:`course_lib.aot.functionalize.functionalize` removes in-place ops and
+views (torch runs the same step inside its trace): a graph input written in place becomes an
+extra forward output (``Joint.mutated`` says which input), with no tangent of its own.
+
 Placeholders are named as in torch: ``primals_1..n`` then ``tangents_1..m``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -51,19 +56,26 @@ def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int]) -
     outputs = [env[n] for n in out_nodes]
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     live = _depends_on([placeholders[i] for i in wrt])  # only these values need a gradient
-    grad: dict[Node, Any] = {}
+    grad: dict[Node, Any] = {}  # a multi-output node's entry is a list, one gradient per output
     for n, t in zip(out_nodes, tangents):
         _accumulate(grad, n, t)
     for node in reversed(graph.nodes):
         if node.op != "call_function" or node not in grad or node.target in NOT_DIFFERENTIABLE:
+            continue
+        if node.target is operator.getitem:  # one output of a multi-output op: collect per index
+            base, index = node.args
+            items = grad.setdefault(base, [None] * len(env[base]))
+            items[index] = grad[node] if items[index] is None else aten.add.Tensor(items[index], grad[node])
             continue
         if node.target not in DERIVATIVES:
             raise KeyError(f"no derivative rule for {node.target} (node {node.name})")
         args, kwargs = map_arg(node.args, env.get), map_arg(node.kwargs, env.get)
         arg_grads = DERIVATIVES[node.target](grad[node], env[node], *args, **kwargs)
         for a, g in zip(node.args, arg_grads):
-            if isinstance(a, Node) and g is not None and a in live:
-                _accumulate(grad, a, g)
+            pairs = zip(a, g) if isinstance(a, (list, tuple)) and isinstance(g, (list, tuple)) else [(a, g)]
+            for a1, g1 in pairs:  # a list argument (cat's tensors) gets a list of gradients
+                if isinstance(a1, Node) and g1 is not None and a1 in live:
+                    _accumulate(grad, a1, g1)
     grads = [grad.get(placeholders[i], None) for i in wrt]
     grads = [g if g is not None else aten.mul.Tensor(primals[i], 0.0) for g, i in zip(grads, wrt)]
     return outputs, grads
@@ -89,6 +101,8 @@ class Joint:
 
     ``graph``: placeholders ``primals_*`` then ``tangents_*``; output ``(*outputs, *grads)``.
     ``wrt``: which primals get a gradient (in order); ``forward``: the primitive forward graph.
+    ``num_outputs`` counts every forward output: the function's own, then one updated value per
+    input in ``mutated`` (those have no tangent: nothing differentiates a running mean).
     """
 
     graph: Graph
@@ -96,6 +110,11 @@ class Joint:
     num_outputs: int
     wrt: list[int]
     forward: Graph
+    mutated: list[int] = dataclasses.field(default_factory=list)
+
+    @property
+    def num_user_outputs(self) -> int:
+        return self.num_outputs - len(self.mutated)
 
     @property
     def primals(self) -> list[Node]:
@@ -128,12 +147,14 @@ def joint_graph(fn: Callable, *args: Any, wrt: list[int] | None = None) -> Joint
     Gradients are taken for the inputs that ``requires_grad`` (all float tensors if none do),
     or for the indices in ``wrt``. The tangents have the outputs' shapes.
     """
+    from course_lib.aot.functionalize import functionalize
+
     plain = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
     wrt = _wanted(args) if wrt is None else list(wrt)
-    forward = decomp.trace(fn, *plain)
-    example_out = _flat(fn(*plain))
-    tangents = [torch.ones_like(o) for o in example_out]
-    n = len(plain)
+    func = functionalize(fn, *plain)  # no in-place ops, no views written through, inputs untouched
+    forward = decomp.trace(func.fn, *plain)
+    tangents = [torch.ones_like(o) for o in func.example_outputs]
+    n, n_out = len(plain), func.num_outputs + len(func.mutated)
 
     def joint(*flat):
         outs, grads = backward_pass(forward, list(flat[:n]), list(flat[n:]), wrt)
@@ -142,7 +163,7 @@ def joint_graph(fn: Callable, *args: Any, wrt: list[int] | None = None) -> Joint
     graph = decomp.trace(joint, *plain, *tangents)
     graph.eliminate_dead_code()
     _rename_placeholders(graph, n)
-    return Joint(graph, n, len(example_out), wrt, forward)
+    return Joint(graph, n, n_out, wrt, forward, func.mutated)
 
 
 def _rename_placeholders(graph: Graph, num_primals: int) -> None:

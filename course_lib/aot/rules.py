@@ -301,6 +301,73 @@ def convolution(g: Tensor, out: Tensor, x: Tensor, w: Tensor, b: Tensor | None, 
     return gx, gw, gb, None, None, None, None, None, None
 
 
+# ------------------------------------------------------------------ ops real models keep whole
+# (the decompositions leave them; like convolution, a backend calls a library kernel for them)
+
+
+@derivative(aten.embedding.default)
+def embedding(g: Tensor, out: Tensor, weight: Tensor, indices: Tensor, padding_idx: int = -1,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> tuple:  # fmt: skip
+    """Rows picked by ``indices``: their gradients are summed back into those rows (a scatter-add)."""
+    gw = aten.embedding_dense_backward.default(g, indices, weight.shape[0], padding_idx, scale_grad_by_freq)
+    return gw, None, None, None, None
+
+
+@derivative(aten.cat.default)
+def cat(g: Tensor, out: Tensor, tensors: list, dim: int = 0) -> tuple:
+    """Each input gets its own slice of the gradient (a list, one entry per input)."""
+    dim = dim % out.dim()
+    grads, start = [], 0
+    for t in tensors:
+        if t.dim() == 1 and t.shape[0] == 0:  # cat skips legacy empty tensors
+            grads.append(None)
+            continue
+        grads.append(aten.slice.Tensor(g, dim, start, start + t.shape[dim]))
+        start += t.shape[dim]
+    return grads, None
+
+
+def _pieces(g: list, outs: list) -> list:
+    """Gradients of a multi-output view op; an output nobody used gets zeros of its shape."""
+    return [gi if gi is not None else aten.mul.Tensor(o, 0.0) for gi, o in zip(g, outs)]
+
+
+@derivative(aten.split.Tensor, aten.split_with_sizes.default)
+def split(g: list, out: list, x: Tensor, sizes, dim: int = 0) -> tuple:
+    """Pieces along ``dim``: their gradients, concatenated back in order."""
+    return aten.cat.default(_pieces(g, out), dim), None, None
+
+
+@derivative(aten.unbind.int)
+def unbind(g: list, out: list, x: Tensor, dim: int = 0) -> tuple:
+    dim = dim % x.dim()
+    one = list(x.shape)
+    one[dim] = 1
+    return aten.cat.default([aten.view.default(p, one) for p in _pieces(g, out)], dim), None
+
+
+@derivative(aten.max_pool2d_with_indices.default)
+def max_pool2d_with_indices(g: list, out: tuple, x: Tensor, kernel_size, stride=(), padding=(0,), dilation=(1,),
+                            ceil_mode: bool = False) -> tuple:  # fmt: skip
+    """Two outputs (values, indices): only the values carry a gradient, to the max's position."""
+    gx = aten.max_pool2d_with_indices_backward.default(g[0], x, kernel_size, stride, padding, dilation, ceil_mode,
+                                                       out[1])  # fmt: skip
+    return gx, None, None, None, None, None
+
+
+@derivative(aten._adaptive_avg_pool2d.default)
+def adaptive_avg_pool2d(g: Tensor, out: Tensor, x: Tensor, output_size) -> tuple:
+    return aten._adaptive_avg_pool2d_backward.default(g, x), None
+
+
+@derivative(aten.avg_pool2d.default)
+def avg_pool2d(g: Tensor, out: Tensor, x: Tensor, kernel_size, stride=(), padding=(0,), ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override=None) -> tuple:  # fmt: skip
+    gx = aten.avg_pool2d_backward.default(g, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                          divisor_override)  # fmt: skip
+    return gx, None, None, None, None, None, None
+
+
 NOT_DIFFERENTIABLE = frozenset(
     {aten.scalar_tensor.default, torch.ops.prims.iota.default, aten.gt.Scalar, aten.gt.Tensor, aten.lt.Scalar, aten.lt.Tensor, aten.ge.Scalar,
      aten.le.Scalar, aten.eq.Scalar, aten.eq.Tensor, aten.ne.Scalar}

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from course_lib.decomp.table import DECOMPOSITIONS, KIND, PRIMITIVES, kind, register
+from course_lib.decomp import models as _models  # noqa: F401  (registers the entries real models need)
 
 __all__ = ["DECOMPOSITIONS", "KIND", "PRIMITIVES", "decompose", "kind", "non_primitive", "primitive_counts",
            "register", "trace"]  # fmt: skip

@@ -82,6 +82,18 @@ SAMPLES = {
 }  # fmt: skip
 
 
+SAMPLES.update({  # the entries of course_lib.decomp.models (ops real models reach after functionalization)
+    aten._native_batch_norm_legit_functional.default: lambda g: (
+        (_r(g, 4, 3, 5, 5), _r(g, 3), _r(g, 3), _r(g, 3), _pos(g, 3), True, 0.1, 1e-5), {}),
+    aten.copy.default: lambda g: ((_r(g, 4, 6), _r(g, 6, dtype=torch.float64)), {}),
+    aten.slice_scatter.default: lambda g: ((_r(g, 4, 6), _r(g, 4, 3), 1, 2, 5), {}),
+    aten.select_scatter.default: lambda g: ((_r(g, 4, 6), _r(g, 4), 1, -2), {}),
+    aten._adaptive_avg_pool2d.default: lambda g: ((_r(g, 2, 3, 5, 4), [1, 1]), {}),
+    aten.alias.default: _x,
+    aten.repeat.default: lambda g: ((_r(g, 2, 3), [2, 1, 3]), {}),
+})  # fmt: skip
+
+
 def _efficient_attention_on_cpu(q, k, v, bias, compute_lse, dropout_p=0.0, is_causal=False, *, scale=None):
     """The CPU kernel that computes the same (output, logsumexp) as CUDA's efficient attention."""
     return aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, v, dropout_p, is_causal, attn_mask=bias,

@@ -173,6 +173,8 @@ def course_aot_compiler(fusion: str = "greedy", codegen: str | None = None, reco
         def run(*args):
             if "fn" not in cache:
                 traced = compat.make_fx(gm, *args)
+                traced.graph.eliminate_dead_code()  # make_fx adds getitem for unused (None) outputs
+                traced.recompile()
                 compiled = _compile_or_eager(traced, list(args), fusion, codegen, record)
                 cache["fn"] = compiled if compiled is not None else traced
             return cache["fn"](*args)
@@ -204,17 +206,24 @@ def _course_aot(gm, example_inputs, fusion, codegen, record):
     args = list(example_inputs)
     if not all(isinstance(a, torch.Tensor) for a in args):
         raise Unsupported("non-tensor graph inputs (symbolic sizes)")
-    # one trace with the course's table: ATen primitives, shapes in node.meta["val"]
-    forward = compat.make_fx(gm, *args, decompositions=decomp.DECOMPOSITIONS)
-    mutated = _mutates(forward.graph)
-    if mutated:
-        raise Unsupported(f"the graph mutates tensors in place ({', '.join(mutated[:3])})")
     if not (torch.is_grad_enabled() and any(a.requires_grad for a in args)):
-        compiled = _compile_or_eager(forward, args, fusion, codegen, record)
-        return compiled if compiled is not None else forward
+        # in-place updates (running statistics) become extra outputs, copied back after the call
+        func = aot.functionalize(gm, *args)
+        # one trace with the course's table: ATen primitives, shapes in node.meta["val"]
+        forward = compat.make_fx(func.fn, *args, decompositions=decomp.DECOMPOSITIONS)
+        compiled = _compile_or_eager(forward, args, fusion, codegen, record) or forward
+        n, mutated = func.num_outputs, func.mutated
+        if not mutated:
+            return compiled
+
+        def run_and_copy_back(*a):
+            outs = compiled(*a)
+            aot.copy_back(a, outs[n:], mutated)
+            return tuple(outs[:n])
+
+        return run_and_copy_back
     comp = course_aot_compiler(fusion, codegen, record)
-    fn = aot.aot_compile(gm, args, comp, comp)
-    return lambda *a: fn.apply(*a)
+    return aot.aot_compile(gm, args, comp, comp).run
 
 
 def compile_fx(gm, example_inputs, fusion: str = "greedy", codegen: str | None = None, record: list | None = None,

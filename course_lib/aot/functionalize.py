@@ -1,0 +1,301 @@
+"""Functionalization: in-place ops and views out, copies back in (teaches
+torch/_subclasses/functional_tensor.py and torch/_functorch/_aot_autograd/functional_utils.py).
+
+Position: Python function --> ATen graph *with* mutations and views (make_fx) -->
+**functionalize** --> ATen graph with neither: ``(inputs) -> (*outputs, *new values of the
+mutated inputs)`` --> course_lib.decomp --> joint graph (course_lib.aot.joint).
+
+Why: the joint graph, the partitioner and the fusion scheduler all assume a value never
+changes after it is made. ``x.relu_()`` breaks that. Functionalization runs the ATen graph
+once more, node by node, and rewrites as it goes:
+
+* an in-place op ``x.add_(y)`` becomes ``x2 = add(x, y)``; later readers of ``x`` read ``x2``;
+* a write through a view (``x[0].mul_(2)``) rebuilds the view's base with a *scatter*
+  (``select_scatter(x, new_row, 0, 0)``), and every other view of that base is re-derived
+  from the new base the next time it is read (the "alias tracking" of FunctionalTensor);
+* an op that mutates an argument it does not return (batch norm's ``running_mean``) is swapped
+  for its functional variant, which returns the new value as an extra output;
+* a graph *input* that was written to comes back as an extra output; the caller copies it
+  back into the real tensor after the compiled graph has run (torch's runtime wrapper does
+  ``input.copy_(updated)`` the same way, so the compiled graph itself stays pure).
+
+Rules are tables: :data:`INVERSE_VIEW` (how to write a view's new value back into its base)
+and :data:`FUNCTIONAL_VARIANT` (which functional op replaces an op with a mutable argument).
+
+Simplifications against torch: torch functionalizes *while* tracing (a tensor subclass wraps
+every value); we interpret an already traced ATen graph, which shows the same rewrite as a
+graph-to-graph pass. Aliasing between two graph *inputs* is not detected (torch checks storages).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from course_lib.fx import Graph, Node, map_arg
+
+aten = torch.ops.aten
+
+
+# ------------------------------------------------------------------ rule tables
+
+
+def _inverse_reshape(base, new, *args):
+    return aten.reshape.default(new, list(base.shape))
+
+
+def _inverse_permute(base, new, perm):
+    inverse = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inverse[p % len(perm)] = i
+    return aten.permute.default(new, inverse)
+
+
+#: view op -> ``inverse(base, new_view_value, *view_args) -> new base`` (torch: the ``*_scatter`` ops
+#: and ``FunctionalTensor``'s "reapply views" in functional_utils.py).
+INVERSE_VIEW: dict = {
+    aten.view.default: _inverse_reshape,
+    aten._unsafe_view.default: _inverse_reshape,
+    aten.reshape.default: _inverse_reshape,
+    aten.unsqueeze.default: _inverse_reshape,
+    aten.squeeze.dim: _inverse_reshape,
+    aten.squeeze.dims: _inverse_reshape,
+    aten.squeeze.default: _inverse_reshape,
+    aten.alias.default: lambda base, new: new,
+    aten.detach.default: lambda base, new: new,
+    aten.permute.default: _inverse_permute,
+    aten.transpose.int: lambda base, new, d0, d1: aten.transpose.int(new, d0, d1),
+    aten.t.default: lambda base, new: aten.t.default(new),
+    aten.select.int: lambda base, new, dim, index: aten.select_scatter.default(base, new, dim, index),
+    aten.slice.Tensor: lambda base, new, dim=0, start=None, end=None, step=1: aten.slice_scatter.default(
+        base, new, dim, start, end, step
+    ),
+    aten.as_strided.default: lambda base, new, size, stride, offset=None: aten.as_strided_scatter.default(
+        base, new, size, stride, offset
+    ),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """A functional op for an op that writes to some arguments: ``writes[arg index] = output index``."""
+
+    op: Any
+    writes: dict
+    num_outputs: int  # how many outputs the original op returns (the first ones of the variant)
+
+
+#: ops that mutate an argument they do not return, and their functional replacement
+#: (torch generates these as ``*_functional`` ops; see ``_native_batch_norm_legit_functional``).
+FUNCTIONAL_VARIANT: dict = {
+    aten._native_batch_norm_legit.default: Variant(aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3),
+    aten.native_batch_norm.default: Variant(aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3),
+}
+
+
+def _written_args(op) -> list[int]:
+    """Indices of the arguments an op writes to, from its schema (``Tensor(a!) self``)."""
+    schema = getattr(op, "_schema", None)
+    if schema is None:
+        return []
+    return [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+
+
+def _view_source(op) -> int | None:
+    """Index of the argument an op's output is a view of (``Tensor(a) self -> Tensor(a)``), else None."""
+    schema = getattr(op, "_schema", None)
+    if schema is None or len(schema.returns) != 1 or schema.returns[0].alias_info is None:
+        return None
+    if schema.returns[0].alias_info.is_write:
+        return None  # an in-place op returns its own (written) argument
+    set_ = schema.returns[0].alias_info.before_set
+    for i, a in enumerate(schema.arguments):
+        if a.alias_info is not None and a.alias_info.before_set == set_:
+            return i
+    return None
+
+
+def out_of_place(op):
+    """``aten.add_.Tensor`` -> ``aten.add.Tensor``; ``copy_`` -> ``copy``; None when there is none."""
+    packet, overload = op.name().split("::")[1].split(".")[0], op._overloadname
+    if not packet.endswith("_"):
+        return None
+    functional = getattr(aten, packet[:-1], None)
+    return getattr(functional, overload, None) if functional is not None else None
+
+
+# ------------------------------------------------------------------ the interpreter
+
+
+@dataclasses.dataclass
+class _Alias:
+    """A value that is a view: its base node and the view ops from the base down to it."""
+
+    base: Node
+    chain: list  # [(op, args after self, kwargs)]
+    stamp: int  # the base's version when this value was last derived
+
+
+class _Functionalizer:
+    """Run an ATen graph on (tracing) tensors with every mutation turned into a new value."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.env: dict[Node, Any] = {}
+        self.alias: dict[Node, _Alias] = {}
+        self.version: dict[Node, int] = {}
+        self.rewrites: list[str] = []  # a log of what was replaced, for the notebook
+
+    # -- reading values ---------------------------------------------------------------
+    def value(self, node: Node):
+        """A node's current value: a view of a base that changed since is re-derived first."""
+        a = self.alias.get(node)
+        if a is not None and a.stamp != self.version.get(a.base, 0):
+            v = self.env[a.base]
+            for op, args, kwargs in a.chain:
+                v = op(v, *args, **kwargs)
+            self.env[node], a.stamp = v, self.version.get(a.base, 0)
+        return self.env[node]
+
+    def read(self, arg):
+        return map_arg(arg, self.value)
+
+    # -- writing values ---------------------------------------------------------------
+    def write(self, node: Node, new) -> None:
+        """``node`` now holds ``new``: update its base (through the inverse views) and bump its version."""
+        a = self.alias.get(node)
+        if a is None:
+            self.env[node] = new
+            self.version[node] = self.version.get(node, 0) + 1
+            return
+        values = [self.env[a.base]]  # base, then each view in the chain
+        for op, args, kwargs in a.chain[:-1]:
+            values.append(op(values[-1], *args, **kwargs))
+        for (op, args, kwargs), old in zip(reversed(a.chain), reversed(values)):
+            if op not in INVERSE_VIEW:
+                raise NotImplementedError(f"functionalize: cannot write through a view made by {op}")
+            new = INVERSE_VIEW[op](old, new, *args, **kwargs)
+        self.env[a.base] = new
+        self.version[a.base] = self.version.get(a.base, 0) + 1
+        a.stamp = -1  # node itself is re-derived on its next read
+
+    def make_view(self, node: Node, src: Node, op, args, kwargs) -> None:
+        parent = self.alias.get(src)
+        base, chain = (parent.base, list(parent.chain)) if parent else (src, [])
+        chain.append((op, tuple(args), dict(kwargs)))
+        self.alias[node] = _Alias(base, chain, self.version.get(base, 0))
+
+    def share_alias(self, node: Node, src: Node) -> None:
+        """``node`` is the same tensor as ``src`` (an in-place op returns its argument)."""
+        parent = self.alias.get(src)
+        base, chain = (parent.base, list(parent.chain)) if parent else (src, [])
+        self.alias[node] = _Alias(base, chain, -1)  # -1: derive the value on its first read
+
+    # -- one node ---------------------------------------------------------------------
+    def call(self, node: Node):
+        op = node.target
+        args, kwargs = self.read(node.args), self.read(node.kwargs)
+        if op is operator.getitem:
+            return args[0][args[1]]
+        if op in FUNCTIONAL_VARIANT:
+            return self.call_variant(node, FUNCTIONAL_VARIANT[op], args, kwargs)
+        written = _written_args(op)
+        if not written:
+            out = op(*args, **kwargs)
+            src = _view_source(op)
+            if src is not None and isinstance(node.args[src], Node) and isinstance(out, torch.Tensor):
+                self.make_view(node, node.args[src], op, args[src + 1 :], kwargs)
+            return out
+        functional = out_of_place(op)
+        if functional is None or written != [0]:
+            raise NotImplementedError(f"functionalize: no functional form for {op}")
+        new = functional(*args, **kwargs)
+        target = node.args[0]
+        self.rewrites.append(f"{node.name}: {op} -> {functional}, then {target.name} holds the result")
+        self.write(target, new)
+        self.share_alias(node, target)
+        return self.value(node)
+
+    def call_variant(self, node: Node, variant: Variant, args, kwargs):
+        outs = variant.op(*args, **kwargs)
+        for arg_index, out_index in variant.writes.items():
+            target = node.args[arg_index]
+            if isinstance(target, Node):
+                self.write(target, outs[out_index])
+        self.rewrites.append(f"{node.name}: {node.target} -> {variant.op}, new "
+                             + ", ".join(node.args[i].name for i in variant.writes if isinstance(node.args[i], Node)))  # fmt: skip
+        return tuple(outs[: variant.num_outputs])
+
+    def run(self, *inputs):
+        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        for n, v in zip(placeholders, inputs):
+            self.env[n] = v
+        for node in self.graph.nodes:
+            if node.op == "call_function":
+                self.env[node] = self.call(node)
+            elif node.op == "output":
+                outs = self.read(node.args[0])
+        outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+        mutated = [i for i, n in enumerate(placeholders) if self.version.get(n, 0) > 0]
+        return outs, [self.value(placeholders[i]) for i in mutated], mutated
+
+
+# ------------------------------------------------------------------ the API
+
+
+@dataclasses.dataclass
+class Functionalized:
+    """A function with its mutations made explicit.
+
+    ``fn(*args)`` returns ``(*outputs, *updated inputs)`` and never writes to anything;
+    ``mutated`` lists the indices of the inputs it updates (the caller copies those back);
+    ``before`` is the traced ATen graph with its in-place ops, ``rewrites`` says what changed.
+    """
+
+    fn: Callable
+    num_outputs: int
+    mutated: list[int]
+    before: Graph
+    rewrites: list[str]
+    example_outputs: list
+
+    def graph(self, *args) -> Graph:
+        """The functional ATen graph for these inputs (no decompositions)."""
+        from course_lib import decomp
+
+        return decomp.trace(self.fn, *args, table={})
+
+
+def has_mutations(graph: Graph) -> bool:
+    return any(n.op == "call_function" and _written_args(n.target) for n in graph.nodes)
+
+
+def functionalize(fn: Callable, *args) -> Functionalized:
+    """Trace ``fn(*args)`` to ATen (mutations kept), then build its functional twin.
+
+    Raises NotImplementedError naming the op when a mutation has no functional form here.
+    """
+    from course_lib import decomp
+
+    plain = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+    before = decomp.trace(fn, *[a.clone() if isinstance(a, torch.Tensor) else a for a in plain], table={})
+    probe = _Functionalizer(before)  # one dry run on copies: how many outputs, which inputs change
+    outs, _, mutated = probe.run(*[a.clone() if isinstance(a, torch.Tensor) else a for a in plain])
+
+    def functional(*inputs):
+        outs, updated, _ = _Functionalizer(before).run(*inputs)
+        return (*outs, *updated)
+
+    return Functionalized(functional, len(outs), mutated, before, probe.rewrites, outs)
+
+
+def copy_back(args, updated, mutated: list[int]) -> None:
+    """The runtime epilogue: write each updated value into the real input tensor, outside autograd."""
+    with torch.no_grad():
+        for i, new in zip(mutated, updated):
+            if args[i] is not new:
+                args[i].copy_(new)

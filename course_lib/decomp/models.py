@@ -1,0 +1,131 @@
+"""Decompositions real models need (teaches torch/_decomp/decompositions.py: batch norm, copy,
+split, adaptive pooling, the ``*_scatter`` ops functionalization emits).
+
+Position: the same table as :mod:`course_lib.decomp.table` (these entries register into it);
+kept in their own file because they are the ops that Hugging Face CNNs and transformers reach
+after :mod:`course_lib.aot.functionalize` has removed in-place updates:
+
+* ``_native_batch_norm_legit_functional``: batch norm in training, returning the new running
+  statistics instead of writing them (functionalization's replacement for ``native_batch_norm``);
+* ``copy``: the functional form of ``dst.copy_(src)``;
+* ``select_scatter`` / ``slice_scatter``: writing a view's new value back into its base;
+* ``_adaptive_avg_pool2d`` to a 1x1 output: a mean (the pooler of every torchvision-style CNN).
+
+Ops that stay whole (convolution, embedding, cat, split, max pooling) have derivative rules in
+:mod:`course_lib.aot.rules` instead, and a backend calls a library kernel for them.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from course_lib.decomp.table import _scalar, register
+
+aten = torch.ops.aten
+
+
+@register(aten._native_batch_norm_legit_functional.default)
+def batch_norm_functional(x: Tensor, weight: Tensor | None, bias: Tensor | None, running_mean: Tensor,
+                          running_var: Tensor, training: bool, momentum: float,
+                          eps: float) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
+    """(out, mean, rstd, new running_mean, new running_var) over every axis but channels (dim 1).
+
+    The running variance uses the unbiased variance (n - 1), the normalisation the biased one,
+    as torch does. In eval mode the running statistics normalise and come back unchanged.
+    """
+    dims = [0] + list(range(2, x.dim()))
+    bshape = [1, x.shape[1]] + [1] * (x.dim() - 2)
+    n = x.numel() // x.shape[1]
+    if training:
+        mean = aten.mean.dim(x, dims, True)
+        centred = aten.sub.Tensor(x, mean)
+        var = aten.div.Tensor(aten.sum.dim_IntList(aten.mul.Tensor(centred, centred), dims, True), n)
+        rstd = aten.rsqrt.default(aten.add.Tensor(var, eps))
+        flat_mean, flat_var = aten.view.default(mean, [x.shape[1]]), aten.view.default(var, [x.shape[1]])
+        new_mean = aten.add.Tensor(aten.mul.Tensor(running_mean, 1 - momentum), aten.mul.Tensor(flat_mean, momentum))
+        unbiased = aten.mul.Tensor(flat_var, n / max(n - 1, 1))
+        new_var = aten.add.Tensor(aten.mul.Tensor(running_var, 1 - momentum), aten.mul.Tensor(unbiased, momentum))
+    else:
+        mean = aten.view.default(running_mean, bshape)
+        rstd = aten.rsqrt.default(aten.add.Tensor(aten.view.default(running_var, bshape), eps))
+        centred = aten.sub.Tensor(x, mean)
+        new_mean, new_var = running_mean, running_var
+    out = aten.mul.Tensor(centred, rstd)
+    if weight is not None:
+        out = aten.mul.Tensor(out, aten.view.default(weight, bshape))
+    if bias is not None:
+        out = aten.add.Tensor(out, aten.view.default(bias, bshape))
+    return out, aten.view.default(mean, [x.shape[1]]), aten.view.default(rstd, [x.shape[1]]), new_mean, new_var
+
+
+@register(aten.copy.default)
+def copy(dst: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
+    """``dst.copy_(src)`` without the write: src, in dst's dtype, broadcast to dst's shape."""
+    if src.dtype != dst.dtype:
+        src = aten._to_copy.default(src, dtype=dst.dtype)
+    return aten.expand.default(src, list(dst.shape)) if list(src.shape) != list(dst.shape) else src
+
+
+def _window(base: Tensor, dim: int, start: int, size: int, step: int = 1) -> Tensor:
+    """Bool mask along ``dim`` (shaped to broadcast): positions start, start+step, ... (size of them)."""
+    along = [1] * base.dim()
+    along[dim] = base.shape[dim]
+    pos = torch.ops.prims.iota.default(base.shape[dim], start=0, step=1, dtype=torch.int64, device=base.device,
+                                       requires_grad=False)  # fmt: skip
+    rel = aten.sub.Tensor(pos, start)
+    inside = aten.where.self(aten.ge.Scalar(rel, 0), aten.lt.Scalar(rel, size * step), aten.ge.Scalar(rel, size * step))
+    return aten.view.default(inside, along)
+
+
+@register(aten.slice_scatter.default)
+def slice_scatter(base: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None,
+                  step: int = 1) -> Tensor:  # fmt: skip
+    """``base`` with ``base[start:end]`` (along dim) replaced by ``src``: a gather of src, then where."""
+    dim = dim % base.dim()
+    first, _, _ = slice(start, end, step).indices(base.shape[dim])
+    n = src.shape[dim]
+    if step != 1:
+        raise NotImplementedError("slice_scatter: the course handles step 1")
+    along = [1] * base.dim()
+    along[dim] = base.shape[dim]
+    pos = torch.ops.prims.iota.default(base.shape[dim], start=-first, step=1, dtype=torch.int64, device=base.device,
+                                       requires_grad=False)  # fmt: skip
+    index = aten.maximum.default(aten.minimum.default(pos, _scalar(n - 1, pos)), _scalar(0, pos))
+    shape = list(base.shape)
+    picked = aten.gather.default(src, dim, aten.expand.default(aten.view.default(index, along), shape))
+    return aten.where.self(_window(base, dim, first, n), picked, base)
+
+
+@register(aten.select_scatter.default)
+def select_scatter(base: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
+    """``base`` with ``base.select(dim, index)`` replaced by ``src`` (broadcast back along dim)."""
+    dim = dim % base.dim()
+    one = list(base.shape)
+    one[dim] = 1
+    spread = aten.expand.default(aten.view.default(src, one), list(base.shape))
+    return aten.where.self(_window(base, dim, index % base.shape[dim], 1), spread, base)
+
+
+@register(aten._adaptive_avg_pool2d.default)
+def adaptive_avg_pool2d(x: Tensor, output_size: list[int]) -> Tensor:
+    """To 1x1 only (global average pooling); other sizes stay an op with a derivative rule."""
+    if list(output_size) != [1, 1]:
+        return NotImplemented
+    return aten.mean.dim(x, [-2, -1], True)
+
+
+@register(aten.alias.default)
+def alias(x: Tensor) -> Tensor:
+    return aten.view.default(x, list(x.shape))
+
+
+@register(aten.repeat.default)
+def repeat(x: Tensor, repeats: list[int]) -> Tensor:
+    """Tile ``x``: a new axis of size r before each axis, expanded, then merged (a copy, as torch's)."""
+    lead = len(repeats) - x.dim()
+    shape = [1] * lead + list(x.shape)
+    inter = [d for r, s in zip(repeats, shape) for d in (r, s)]
+    spread = aten.expand.default(aten.view.default(x, [d for s in shape for d in (1, s)]), inter)
+    merged = aten.clone.default(spread, memory_format=torch.contiguous_format)
+    return aten.view.default(merged, [r * s for r, s in zip(repeats, shape)])
