@@ -237,3 +237,10 @@ def test_equal_handles_arrays_and_tensors():
     assert "shape" in check.equal(np.zeros(3), np.zeros(4)).message
     assert check.equal(torch.ones(2, 2), torch.ones(2, 2)).ok
     assert check.equal([1, 2], [1, 2]).ok and not check.equal({"a"}, {"b"}).ok
+
+
+def test_a_guard_on_a_renamed_reference_says_so_and_the_check_still_runs(capsys):
+    r = check.Lab("t").run("x", lambda: 1, expected=1, guard=["course_lib.ir.cfg:no_such_function"])
+    assert r.passed and "cannot guard ir.cfg.no_such_function" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="package.module:attribute"):
+        check.Lab("t").run("y", lambda: 1, expected=1, guard=["course_lib.ir.cfg.idoms"])
