@@ -70,8 +70,10 @@ class TorchLogs:
     records: list[LogRecord] = dataclasses.field(default_factory=list)
     raw: str = ""
 
-    def of(self, artifact: str) -> list[str]:
-        return [r.text for r in self.records if r.artifact == artifact]
+    def of(self, artifact: str, frame: str | None = None) -> list[str]:
+        """Lines of one artifact; ``frame="0/1"`` keeps frame 0's first recompile only (``0/1``, ``0/1_1``)."""
+        return [r.text for r in self.records
+                if r.artifact == artifact and (frame is None or r.frame.split("_")[0] == frame)]  # fmt: skip
 
     def text(self, artifact: str) -> str:
         return "\n".join(self.of(artifact))
@@ -323,7 +325,7 @@ def depyf_dump(fn, *args, backend: str = "eager") -> dict[str, str]:
     out = tempfile.mkdtemp(prefix="course_depyf_")
     compat.dynamo_reset()
     compiled = torch.compile(fn, backend=backend)
-    with depyf.prepare_debug(out), contextlib.redirect_stdout(io.StringIO()), _quiet_warnings():
+    with _quiet_warnings(), depyf.prepare_debug(out), contextlib.redirect_stdout(io.StringIO()):
         compiled(*args)
     compat.dynamo_reset()
     full = "\n".join(p.read_text() for p in sorted(Path(out).glob("full_code_for_*.py")))
@@ -401,8 +403,11 @@ def scripted_pdb(commands: list[str]):
     """
     import pdb
 
+    # Jupyter's kernel replaces pdb.Pdb by IPython's subclass (colours, no source for generated
+    # code); the plain class is still first in its MRO under the name pdb.Pdb.
+    plain = next(c for c in pdb.Pdb.__mro__ if c.__module__ == "pdb" and c.__name__ == "Pdb")
     out = io.StringIO()
-    debugger = pdb.Pdb(stdin=io.StringIO("\n".join(commands) + "\ncontinue\n"), stdout=out, nosigint=True)
+    debugger = plain(stdin=io.StringIO("\n".join(commands) + "\ncontinue\n"), stdout=out, nosigint=True)
     debugger.use_rawinput = False
     return debugger, out
 
@@ -448,7 +453,8 @@ def size_symbols(text: str) -> list[str]:
 
 def clean_paths(text: str) -> str:
     """Absolute file paths in a transcript cut to their file name (notebook output stays portable)."""
-    return re.sub(r"(?<![\w.])/(?:[^\s/():'\"]+/)+([^\s/():'\"]+)", r"\1", text)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # colour codes, if a debugger added them
+    return re.sub(r"(?<![\w.:/<])/(?:[^\s/():'\"<>]+/)+([^\s/():'\"]+)", r"\1", text)
 
 
 # ----------------------------------------------------------------------------- exercise checks (04d)
@@ -552,3 +558,164 @@ def check_fullgraph_fix(original, fixed, shapes=((4, 8), (3,), (2, 3, 5))):
                                       f"whose sum is {'positive' if sign > 0 else 'negative'}")  # fmt: skip
     compat.dynamo_reset()
     return Verdict(True, f"one graph, same results on {2 * len(shapes)} inputs of both signs")
+
+
+# ----------------------------------------------------------------------------- dynamic shapes (04e)
+
+
+@dataclasses.dataclass
+class CompileRecorder:
+    """A Dynamo backend that records each graph it is given and runs it as is (no kernels).
+
+    ``compiles`` counts graphs; ``graphs`` keeps ``(GraphModule, example_inputs)``, where a
+    dynamic size arrives as a ``SymInt`` example input named after its symbol (``s0``, ``s77``).
+    """
+
+    graphs: list = dataclasses.field(default_factory=list)
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append((gm, list(example_inputs)))
+        return gm.forward
+
+    @property
+    def compiles(self) -> int:
+        return len(self.graphs)
+
+    def readable(self, index: int = -1) -> str:
+        """The graph printed with sizes, as ``f32[s77, 3]`` (``GraphModule.print_readable``)."""
+        return clean_paths(self.graphs[index][0].print_readable(print_output=False)).strip()
+
+
+def compiles_per_call(fn, inputs: list, **compile_kwargs) -> list[bool]:
+    """Run the compiled ``fn`` on each input in turn; True where that call made Dynamo compile a graph."""
+    import torch
+
+    from course_lib import compat
+
+    compat.dynamo_reset()
+    rec = CompileRecorder()
+    compiled = torch.compile(fn, backend=rec, **compile_kwargs)
+    out = []
+    for x in inputs:
+        before = rec.compiles
+        compiled(x)
+        out.append(rec.compiles > before)
+    compat.dynamo_reset()
+    return out
+
+
+def pick(x):
+    """04e's function with guards on its size: a branch on the size, and a view that needs it even."""
+    if x.shape[0] > 8:
+        return x.view(-1, 2).sum(1)
+    return x * 2
+
+
+def reused_sizes(fn, first: int, sizes) -> dict[int, bool]:
+    """Compile ``fn`` with ``dynamic=True`` on ``first`` rows; for each of ``sizes``, is that one graph reused?
+
+    ``torch.compiler.set_stance("fail_on_recompile")`` makes a guard failure raise instead of
+    compiling again, so one graph is tested against every size and the cache never grows.
+    """
+    import torch
+
+    from course_lib import compat
+
+    compat.dynamo_reset()
+    rec = CompileRecorder()
+    compiled = torch.compile(fn, backend=rec, dynamic=True)
+    compiled(torch.randn(first))
+    reused = {}
+    with torch.compiler.set_stance("fail_on_recompile"):
+        for n in sizes:
+            try:
+                compiled(torch.randn(n))
+                reused[n] = rec.compiles == 1
+            except Exception:  # the guards refused this size
+                reused[n] = False
+    compat.dynamo_reset()
+    return reused
+
+
+GUARD_SIZES = (0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12, 15, 16, 33, 64)
+
+
+def check_size_guard(accepts, fn=pick, first: int = 10):
+    """Verdict for 04e: ``accepts(n)`` says whether the real graph compiled at ``first`` rows serves ``n`` rows."""
+    from course_lib.check import Verdict
+
+    real = reused_sizes(fn, first, GUARD_SIZES)
+    wrong = [n for n in GUARD_SIZES if bool(accepts(n)) != real[n]]
+    if wrong:
+        return Verdict(False, f"your guard disagrees with Dynamo's on {len(wrong)} of {len(GUARD_SIZES)} sizes, "
+                              f"the first at n = {wrong[0]}")  # fmt: skip
+    return Verdict(True, f"your guard matches Dynamo's on {len(GUARD_SIZES)} sizes")
+
+
+class TwoInputs:
+    """04e's export exercise model: ``relu(linear(x + y)).sum(-1)``, built on demand (torch imported lazily)."""
+
+    @staticmethod
+    def make():
+        import torch
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(8, 4)
+
+            def forward(self, x, y):
+                return torch.relu(self.lin(x + y)).sum(-1)
+
+        torch.manual_seed(0)
+        return Model().eval()
+
+
+def check_export_spec(spec, batches=(2, 5, 17, 300)):
+    """Verdict for 04e: ``spec`` exports ``TwoInputs`` with a dynamic batch, and the program serves ``batches``."""
+    import torch
+
+    from course_lib.check import Verdict
+
+    model = TwoInputs.make()
+    example = (torch.randn(3, 8), torch.randn(3, 8))
+    try:
+        ep = torch.export.export(model, example, dynamic_shapes=spec)
+    except Exception as exc:  # a constraint violation is the usual failure; show its first lines
+        text = " ".join(str(exc).strip().splitlines()[:2])
+        return Verdict(False, f"torch.export refused the spec: {type(exc).__name__}: {text}")
+    if not size_symbols(" ".join(str(k) for k in ep.range_constraints)):
+        return Verdict(False, "the program exported, but with no dynamic size: every batch is fixed to 3")
+    runner = ep.module()
+    for b in batches:
+        x, y = torch.randn(b, 8), torch.randn(b, 8)
+        try:
+            got = runner(x, y)
+        except Exception as exc:
+            return Verdict(False, f"the exported program refuses batch {b}: {type(exc).__name__}")
+        if not torch.allclose(got, model(x, y), atol=1e-6):
+            return Verdict(False, f"the exported program differs from eager at batch {b}")
+    return Verdict(True, f"exported once, ran batches {list(batches)} like eager")
+
+
+RECOMPILE_SIZES = (4, 4, 6, 8, 1, 8, 3)
+
+
+def _rows_times_two(x):
+    return (x * 2).sum(0)
+
+
+def check_recompile_prediction(prediction):
+    """Verdict for 04e: a list of booleans (does call i compile?) against Dynamo run live on RECOMPILE_SIZES."""
+    import torch
+
+    from course_lib.check import Verdict
+
+    got = [bool(p) for p in prediction]
+    if len(got) != len(RECOMPILE_SIZES):
+        return Verdict(False, f"give one True/False per call ({len(RECOMPILE_SIZES)} calls), not {len(got)}")
+    real = compiles_per_call(_rows_times_two, [torch.randn(n, 3) for n in RECOMPILE_SIZES])
+    wrong = [i for i, (a, b) in enumerate(zip(got, real)) if a != b]
+    if wrong:
+        return Verdict(False, f"{len(wrong)} of {len(real)} calls predicted wrongly")
+    return Verdict(True, f"all {len(real)} calls predicted; Dynamo compiled {sum(real)} graphs")
