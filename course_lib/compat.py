@@ -436,6 +436,74 @@ def inductor_output_code_with_config(fn, *args, **config):
         return inductor_output_code(fn, *args)
 
 
+# symbolic sizes for course_lib.inductor (dynamic shapes): SymInt internals and a symbolic trace
+
+
+def symint_expr(value):
+    """The sympy expression behind a ``torch.SymInt`` (``SymNode.expr``, replacements applied),
+    or the int itself."""
+    if isinstance(value, int):
+        return value
+    return value.node.expr
+
+
+def symint_hint(value) -> int:
+    """The example value of a ``torch.SymInt`` (``symbolic_shapes.hint_int``)."""
+    if isinstance(value, int):
+        return value
+    return int(require("torch.fx.experimental.symbolic_shapes", "hint_int")(value))
+
+
+def symbol_hints(values) -> dict:
+    """``{sympy symbol: example value}`` for every size symbol in ``values`` (SymInts), read
+    from their ShapeEnv (``ShapeEnv.var_to_val``)."""
+    out = {}
+    for v in values:
+        if isinstance(v, int):
+            continue
+        env = v.node.shape_env
+        values = getattr(env, "backed_var_to_val", None)  # torch 2.13's name; var_to_val before
+        values = env.var_to_val if values is None else values
+        for s in v.node.expr.free_symbols:
+            if s in values:
+                out[s] = int(values[s])
+    return out
+
+
+def make_fx_dynamic(gm, args, dynamic_dims: dict, decompositions=None):
+    """Trace ``gm`` to ATen with the dims in ``dynamic_dims`` (``{arg position: dims}``) as size
+    symbols and every other dim static, as Dynamo does after ``mark_dynamic``.
+
+    Builds fake inputs in a ``FakeTensorMode`` with its own ``ShapeEnv`` (no duck sizing: two
+    marked dims of equal size still get two symbols), then runs ``make_fx`` on them, as AOT
+    Autograd traces Dynamo's fake inputs. Returns ``(traced GraphModule, fake args, ShapeEnv)``.
+    """
+    import torch
+
+    fake_tensor = require("torch._subclasses.fake_tensor")
+    shapes = require("torch.fx.experimental.symbolic_shapes")
+    make_fx = require("torch.fx.experimental.proxy_tensor", "make_fx")
+    shape_env = shapes.ShapeEnv(duck_shape=False)
+    mode = fake_tensor.FakeTensorMode(shape_env=shape_env)
+    fakes = []
+    for pos, a in enumerate(args):
+        if not isinstance(a, torch.Tensor):
+            fakes.append(a)
+            continue
+        dims = {d % max(a.dim(), 1) for d in dynamic_dims.get(pos, ())}
+        kinds = [shapes.DimDynamic.DYNAMIC if d in dims else shapes.DimDynamic.STATIC for d in range(a.dim())]
+        context = shapes.StatelessSymbolicContext(dynamic_sizes=kinds)
+        fakes.append(mode.from_tensor(a, symbolic_context=context))
+    with mode:
+        traced = make_fx(gm, decomposition_table=decompositions or {})(*fakes)
+    return traced, fakes, shape_env
+
+
+def shape_env_guards(shape_env) -> list:
+    """The size guards a trace recorded (``ShapeEnv.guards``), as sympy booleans."""
+    return [g.expr for g in getattr(shape_env, "guards", ())]
+
+
 # ---------------------------------------------------------------------------
 # debugging, dynamic shapes, export (Module 4, part 4: notebooks 04d, 04e; course_lib.debugtools)
 # ---------------------------------------------------------------------------

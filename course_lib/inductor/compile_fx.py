@@ -8,6 +8,19 @@ graph, then ``compile_fx_inner`` on the forward and the backward graph separatel
 ``backend="course_lib"``) calls. A graph course_lib cannot compile runs in eager with the
 reason logged on the ``course_lib.inductor`` logger; compilation never raises into the model.
 Set ``COURSE_INDUCTOR_DEBUG=1`` to print every stage (pre-fusion IR, schedule, C++, wrapper).
+
+Dynamic shapes, two ways in, one compile for many sizes (C++ backend; Triton refuses):
+
+* real Dynamo (``torch.compile(f, backend="course_lib", dynamic=True)``, ``mark_dynamic``, or
+  automatic dynamic on the second size) hands over a graph whose inputs have ``SymInt``
+  sizes; torch's AOT Autograd traces it and :func:`compile_graph` lowers the fake inputs'
+  symbolic sizes.
+* course_lib.dynamo sets ``gm.meta["course_dynamic_dims"] = {input position: (dims...)}`` on a
+  graph with real example inputs; :func:`compile_fx` traces it with those dims as size symbols
+  (:func:`course_lib.compat.make_fx_dynamic`) and every other dim static.
+
+The compiled ``call`` reads the symbols off its inputs, checks the static sizes and torch's
+size guards (:attr:`CompiledGraph.guards`), and passes the sizes to the kernels (``ks0``).
 """
 
 from __future__ import annotations
@@ -49,6 +62,18 @@ class CompiledGraph:
         """Kernels then wrapper, the shape of Inductor's output code file."""
         return self.kernel_code + "\n\n# ---- wrapper ----\n" + self.wrapper_code
 
+    @property
+    def dynamic(self) -> bool:
+        """True when compiled once for many sizes (some size is a symbol)."""
+        return self.graph.dynamic
+
+    @property
+    def guards(self) -> list[str]:
+        """What the call checks before running: each input's size, then torch's size guards."""
+        g = self.graph
+        out = [f"{name}.size() == {list(g.buffer(name).shape)}" for name in g.inputs if name not in g.scalar_inputs]
+        return out + [str(e) for e in g.sizevars.guards]
+
 
 def schedule_graph(graph: GraphIR, fusion: str = "greedy") -> Schedule:
     if fusion == "unfused":
@@ -74,11 +99,14 @@ BACKENDS = {
 }
 
 
-def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | None = None) -> CompiledGraph:
+def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | None = None,
+                  size_guards=()) -> CompiledGraph:  # fmt: skip
     """Compile one ATen-level graph (what AOT Autograd hands ``fw_compiler``/``bw_compiler``).
 
     ``fusion``: ``unfused`` | ``vertical`` | ``greedy``; ``codegen``: a key of :data:`BACKENDS`
     (default C++ on CPU, Triton on CUDA). Raises :class:`Unsupported` when it cannot.
+    ``example_inputs`` may be fake tensors with symbolic sizes (then ``size_guards``, torch's
+    guards on those sizes, are checked on every call).
     """
     t0 = time.perf_counter()
     device = _device_of(example_inputs)
@@ -89,7 +117,7 @@ def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | Non
         raise Unsupported(f"device {device.type}")
     if codegen == "cpp" and device.type != "cpu":
         raise Unsupported("C++ kernels need CPU tensors")
-    graph = lower(gm, example_inputs)
+    graph = lower(gm, example_inputs, size_guards)
     t1 = time.perf_counter()
     sched = schedule_graph(graph, fusion)
     t2 = time.perf_counter()
@@ -97,7 +125,7 @@ def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | Non
     source, fns, pointer_args = BACKENDS[codegen](kernels, graph)
     wsrc = wrapper.wrapper_source(sched, {k.name: k.name for k in kernels}, pointer_args=pointer_args)
     t3 = time.perf_counter()
-    call = wrapper.make_call(wsrc, fns, device)
+    call = wrapper.make_call(wsrc, fns, device, graph.sizevars)
     out = CompiledGraph(
         graph, sched, source, wsrc, call, codegen, {"lower": t1 - t0, "schedule": t2 - t1, "codegen+build": t3 - t2}
     )
@@ -206,6 +234,9 @@ def _course_aot(gm, example_inputs, fusion, codegen, record):
     args = list(example_inputs)
     if not all(isinstance(a, torch.Tensor) for a in args):
         raise Unsupported("non-tensor graph inputs (symbolic sizes)")
+    dynamic_dims = getattr(gm, "meta", {}).get("course_dynamic_dims")
+    if dynamic_dims:
+        return _compile_dynamic(gm, args, dynamic_dims, fusion, codegen, record)
     if not (torch.is_grad_enabled() and any(a.requires_grad for a in args)):
         # in-place updates (running statistics) become extra outputs, copied back after the call
         func = aot.functionalize(gm, *args)
@@ -226,6 +257,49 @@ def _course_aot(gm, example_inputs, fusion, codegen, record):
     return aot.aot_compile(gm, args, comp, comp).run
 
 
+def _compile_dynamic(gm, args, dynamic_dims: dict, fusion, codegen, record):
+    """course_lib.dynamo's contract: trace with the marked dims as size symbols, compile once.
+
+    Inference only (no input needs a gradient): the forward graph is traced on fake inputs whose
+    marked dims are symbols, and its C++ is compiled for every size of those dims. With
+    gradients, torch's AOT Autograd traces the same fake inputs and both graphs are compiled.
+    """
+    import torch
+
+    from course_lib import compat, decomp
+
+    bad = {p: d for p, d in dynamic_dims.items() if not (0 <= p < len(args) and isinstance(args[p], torch.Tensor))}
+    if bad:
+        raise ValueError(f"course_dynamic_dims names inputs that are not tensors: {bad} ({len(args)} inputs)")
+    if torch.is_grad_enabled() and any(a.requires_grad for a in args):
+        raise Unsupported("dynamic dims with gradients: course_lib.aot traces static sizes only")
+    traced, fakes, shape_env = compat.make_fx_dynamic(gm, args, dynamic_dims, decomp.DECOMPOSITIONS)
+    mutated = _mutates(traced.graph)
+    if mutated:
+        raise Unsupported(f"the graph mutates tensors in place ({', '.join(mutated[:3])})")
+    try:
+        compiled = compile_graph(traced, fakes, fusion=fusion, codegen=codegen,
+                                 size_guards=compat.shape_env_guards(shape_env))  # fmt: skip
+    except Exception as exc:
+        _give_up(exc, "fallback", "graph runs in eager", record)
+        return gm.forward
+    if record is not None:
+        record.append(("compiled", compiled))
+    return compiled
+
+
+def _symbolic_inputs(example_inputs) -> bool:
+    """Did Dynamo hand over symbolic sizes (``dynamic=True``, ``mark_dynamic``, automatic dynamic)?"""
+    import torch
+
+    for a in example_inputs:
+        if isinstance(a, torch.SymInt):
+            return True
+        if isinstance(a, torch.Tensor) and not all(isinstance(s, int) for s in a.shape):
+            return True
+    return False
+
+
 def compile_fx(gm, example_inputs, fusion: str = "greedy", codegen: str | None = None, record: list | None = None,
                aot: str = "course"):  # fmt: skip
     """A torch.compile backend: ``torch.compile(model, backend=compile_fx)``.
@@ -241,6 +315,9 @@ def compile_fx(gm, example_inputs, fusion: str = "greedy", codegen: str | None =
 
     if aot not in ("course", "torch"):
         raise ValueError(f"aot must be 'course' or 'torch', got {aot!r}")
+    if aot == "course" and _symbolic_inputs(example_inputs):
+        log.info("course_lib.inductor: symbolic sizes from Dynamo, traced by torch's AOT Autograd")
+        aot = "torch"  # course_lib.aot traces real tensors; torch's keeps the SymInts
     if aot == "course":
         try:
             return _course_aot(gm, example_inputs, fusion, codegen, record)

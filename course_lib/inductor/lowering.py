@@ -10,15 +10,21 @@ that says how to compute one element from per-dimension index expressions. Views
 and never copy. Pointwise ops and reductions are *realized* into a :class:`Buffer`.
 ``mm``, ``addmm``, ``convolution`` and every op without a lowering become extern calls
 (Inductor's ``ExternKernel`` / ``FallbackKernel``), so a graph always lowers; it is refused
-(:class:`Unsupported`, the backend then runs it in eager) only for dynamic shapes,
-non-tensor values or dtypes the code generators do not know.
+(:class:`Unsupported`, the backend then runs it in eager) only for non-tensor values, dtypes
+the code generators do not know, or an extern call whose sizes are symbolic.
+
+Dynamic shapes: a size may be a sympy expression of size symbols ``s0, s1, ...``
+(sizevars.py). They come from the inputs' symbolic sizes (``FakeTensor`` sizes that are
+``SymInt``, and ``SymInt`` placeholders, as AOT Autograd hands them over after
+``torch.compile(dynamic=True)``); torch's symbols are renamed ``s0, s1, ...`` in order of
+appearance. A node whose value is a ``SymInt`` (``sym_size``, ``s0 * 4``) lowers to its
+expression, so ``view(x, [s0, 4])`` gets symbolic sizes too.
 
 Input: the graph AOT Autograd hands a backend after Inductor's decompositions.
 """
 
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +48,7 @@ from course_lib.inductor.ir import (
     subs_index,
     sym,
 )  # fmt: skip
+from course_lib.inductor.sizevars import SizeVars, from_torch, is_static, prod, size_symbol
 
 
 class Unsupported(Exception):
@@ -70,6 +77,19 @@ class TensorValue:
     layout: tuple | None = None  # (buf, strides, offset) when an affine view of a buffer
 
 
+def _one_element(nd: int, dims, keepdim: bool, idx) -> list:
+    """Input index of a reduction's output element ``idx`` when every reduced axis has size 1."""
+    it, full = iter(idx), []
+    for d in range(nd):
+        if d in dims:
+            if keepdim:
+                next(it)
+            full.append(sympy.Integer(0))
+        else:
+            full.append(next(it))
+    return full
+
+
 def _as_tuple(x):
     return tuple(x) if isinstance(x, (list, tuple)) else (x,)
 
@@ -87,6 +107,32 @@ class Lowering:
         self.env: dict = {}
         self.counter = 0
         self.indirect = 0
+        self.sizevars = SizeVars()
+        self.renames: dict = {}  # torch's size symbol -> ours (s0, s1, ... in order of appearance)
+        self.scalar_inputs: dict = {}
+
+    # -- sizes -------------------------------------------------------------------------
+    def size(self, value):
+        """An int, or the sympy expression of a ``SymInt`` in our size symbols."""
+        from course_lib import compat
+
+        if isinstance(value, int) or is_static(value):
+            return int(value)
+        expr = from_torch(compat.symint_expr(value))
+        for s in sorted(expr.free_symbols, key=str):
+            if s not in self.renames:
+                self.renames[s] = size_symbol(f"s{len(self.renames)}")
+        hints = compat.symbol_hints([value])
+        for s, v in hints.items():
+            self.sizevars.hints.setdefault(self.renames.get(s, s), v)
+        out = expr.xreplace(self.renames)
+        return int(out) if out.is_Integer else out
+
+    def bind_sources(self, pos: int, shape) -> None:
+        """Record where the call reads each size symbol: the first input dim that is exactly it."""
+        for d, size in enumerate(shape):
+            if not is_static(size) and size.is_Symbol and size not in self.sizevars.sources:
+                self.sizevars.sources[size] = (pos, d)
 
     # -- buffers -------------------------------------------------------------------------
     def new_name(self) -> str:
@@ -113,6 +159,12 @@ class Lowering:
         nd = len(x.shape)
         dims = sorted({d % nd for d in (dims if dims else range(nd))}) if nd else []
         out_shape = tuple(1 if d in dims else s for d, s in enumerate(x.shape) if keepdim or d not in dims)
+        ranges = tuple(x.shape[d] for d in dims)
+        if is_static(prod(ranges)) and prod(ranges) == 1:
+            # nothing to combine (a 0-d input, or size-1 axes): the one element *is* the result.
+            # Inductor's Reduction.create makes a Pointwise here too; a reduction loop over a single
+            # element would have to get its accumulator update exactly right for no gain.
+            return self.pointwise(out_shape, dtype, lambda idx: x.fn(_one_element(nd, dims, keepdim, idx)), origin)
         buf = Buffer(
             self.new_name(),
             "reduction",
@@ -142,28 +194,35 @@ class Lowering:
         return TensorArg(buf, tuple(v.shape), tuple(strides), offset)
 
     # -- the interpreter loop --------------------------------------------------------------
-    def run(self, example_inputs) -> GraphIR:
+    def run(self, example_inputs, size_guards=()) -> GraphIR:
         inputs, outputs = [], []
         placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
-        for node, ex in zip(placeholders, example_inputs):
-            import torch
+        import torch
 
+        for pos, (node, ex) in enumerate(zip(placeholders, example_inputs, strict=True)):
+            if isinstance(ex, torch.SymInt):  # a size handed over as a value (dynamic shapes)
+                self.scalar_inputs[node.name] = self.env[node] = self.size(ex)
+                inputs.append(node.name)
+                continue
             if not isinstance(ex, torch.Tensor):
-                raise Unsupported(f"input {node.name} is a {type(ex).__name__}, not a tensor (dynamic shapes?)")
-            if any(not isinstance(s, int) for s in ex.shape):
-                raise Unsupported(f"input {node.name} has a symbolic shape")
-            buf = self.add(
-                Buffer(
-                    node.name,
-                    "input",
-                    tuple(ex.shape),
-                    dtype_name(ex.dtype),
-                    stride=tuple(ex.stride()),
-                    origin=node.name,
-                )
-            )
+                raise Unsupported(f"input {node.name} is a {type(ex).__name__}, not a tensor")
+            shape = tuple(self.size(s) for s in ex.shape)
+            stride = tuple(self.size(s) for s in ex.stride())
+            self.bind_sources(pos, shape)
+            buf = self.add(Buffer(node.name, "input", shape, dtype_name(ex.dtype), stride=stride, origin=node.name))
             inputs.append(buf.name)
             self.env[node] = self.buffer_value(buf)
+        for pos, name in enumerate(inputs):  # a symbol seen only as a SymInt input is read from it
+            expr = self.scalar_inputs.get(name)
+            if expr is not None and not is_static(expr) and expr.is_Symbol:
+                self.sizevars.sources.setdefault(expr, (pos, None))
+        missing = [s for s in self.sizevars.hints if s not in self.sizevars.sources]
+        if missing:
+            raise Unsupported(f"size symbols {missing} are not the size of any input dim")
+        for g in size_guards:  # what torch assumed about the sizes while tracing (s0 % 2 == 0 ...)
+            g = from_torch(g)
+            if g.free_symbols <= set(self.renames):
+                self.sizevars.guards.append(g.xreplace(self.renames))
         for node in self.gm.graph.nodes:
             if node.op == "call_function":
                 self.env[node] = self.call_function(node)
@@ -172,7 +231,7 @@ class Lowering:
                     outputs.append(self.output(v))
             elif node.op != "placeholder":
                 raise Unsupported(f"FX op {node.op} ({node.name}) is not handled")
-        return GraphIR(self.buffers, inputs, outputs)
+        return GraphIR(self.buffers, inputs, outputs, sizevars=self.sizevars, scalar_inputs=self.scalar_inputs)
 
     def output(self, v):
         if v is None:
@@ -202,10 +261,16 @@ class Lowering:
             return self.extern_item(node, base, args[1])
         key = str(target)
         meta = node.meta.get("val")
+        import torch
+
+        if isinstance(meta, torch.SymInt):  # sym_size, s0 * 4, ...: the value is a size expression
+            return self.size(meta)
         _check_meta(node, meta)
         rule = LOWERINGS.get(key)
         if rule is not None:
             return rule(self, node, *args, **kwargs)
+        if _symbolic(meta):
+            raise Unsupported(f"extern call {node.target} ({node.name}) with symbolic sizes")
         return self.extern(node, args, kwargs)
 
     # -- externs ---------------------------------------------------------------------------
@@ -279,11 +344,23 @@ def _check_meta(node, meta):
 
     vals = meta if isinstance(meta, (list, tuple)) else [meta]
     for v in vals:
-        if isinstance(v, torch.Tensor):
-            if any(not isinstance(s, int) for s in v.shape):
-                raise Unsupported(f"{node.name} has a symbolic shape")
-        elif isinstance(v, (torch.SymInt, torch.SymFloat)):
-            raise Unsupported(f"{node.name} computes a symbolic size ({node.target})")
+        if isinstance(v, (torch.SymFloat, torch.SymBool)):
+            raise Unsupported(f"{node.name} computes a symbolic scalar ({node.target})")
+
+
+def _symbolic(meta) -> bool:
+    """Does an op's result have a symbolic size?"""
+    import torch
+
+    vals = meta if isinstance(meta, (list, tuple)) else [meta]
+    return any(isinstance(v, torch.Tensor) and not all(isinstance(s, int) for s in v.shape) for v in vals)
+
+
+def exact_div(a, b):
+    """``a / b`` for sizes known to divide (``view(-1)``)."""
+    if is_static(a) and is_static(b):
+        return int(a) // int(b)
+    return sympy.cancel(sympy.sympify(a) / b)
 
 
 def strided_value(buf, shape, strides, offset, dtype) -> TensorValue:
@@ -300,9 +377,9 @@ def strided_value(buf, shape, strides, offset, dtype) -> TensorValue:
 
 def view(x: TensorValue, shape) -> TensorValue:
     shape = list(shape)
-    if -1 in shape:
-        known = math.prod(s for s in shape if s != -1)
-        shape[shape.index(-1)] = x.numel // known if hasattr(x, "numel") else math.prod(x.shape) // known
+    if any(is_static(s) and s == -1 for s in shape):
+        known = prod([s for s in shape if not (is_static(s) and s == -1)])
+        shape[[is_static(s) and s == -1 for s in shape].index(True)] = exact_div(prod(x.shape), known)
     shape = tuple(shape)
     if x.layout is not None and x.layout[1] == contiguous_strides(x.shape):
         buf, _, offset = x.layout
@@ -350,7 +427,7 @@ def expand(x: TensorValue, sizes) -> TensorValue:
 
 def select(x: TensorValue, dim, index) -> TensorValue:
     dim %= len(x.shape)
-    index %= x.shape[dim]
+    index = index % x.shape[dim] if is_static(x.shape[dim]) else (index + x.shape[dim] if index < 0 else index)
     layout = None
     if x.layout is not None:
         buf, st, off = x.layout
@@ -364,9 +441,11 @@ def select(x: TensorValue, dim, index) -> TensorValue:
 def slice_(x: TensorValue, dim=0, start=None, end=None, step=1) -> TensorValue:
     dim %= len(x.shape)
     size = x.shape[dim]
-    start = 0 if start is None else (start + size if start < 0 else min(start, size))
-    end = size if end is None else (end + size if end < 0 else min(end, size))
-    n = max(0, (end - start + step - 1) // step)
+    start, end = _slice_bound(start, size, 0), _slice_bound(end, size, size)
+    if is_static(size):
+        n = max(0, (end - start + step - 1) // step)
+    else:  # torch guarded start <= end when it traced; only the arithmetic is left
+        n = end - start if step == 1 else sympy.floor((end - start + step - 1) / step)
     layout = None
     if x.layout is not None:
         buf, st, off = x.layout
@@ -379,6 +458,17 @@ def slice_(x: TensorValue, dim=0, start=None, end=None, step=1) -> TensorValue:
         return x.fn(idx)
 
     return TensorValue(shape, x.dtype, fn, layout)
+
+
+def _slice_bound(v, size, default):
+    """A slice bound clamped into ``[0, size]`` (symbolic size: a huge end means the end)."""
+    if v is None:
+        return default
+    if is_static(size):
+        return v + size if v < 0 else min(v, size)
+    if is_static(v):
+        return v + size if v < 0 else (size if v >= 2**62 else v)
+    return v
 
 
 def unsqueeze(x: TensorValue, dim) -> TensorValue:
@@ -433,10 +523,17 @@ def broadcast_shapes(*shapes):
     return tuple(out)
 
 
+def scalar_value(v, dtype: str):
+    """A Python scalar operand as a value; a size expression (dynamic shapes) becomes ``index_expr``."""
+    if isinstance(v, sympy.Expr) and not v.is_Number:
+        return IndexValue(v, dtype)
+    return Const(v, dtype)
+
+
 def _scalar_dtype(v, like):
     if isinstance(v, bool):
         return "bool"
-    if isinstance(v, int):
+    if isinstance(v, (int, sympy.Expr)):
         return like if like not in ("bool",) else "int64"
     return like if like in FLOAT_DTYPES else "float32"
 
@@ -468,7 +565,7 @@ def make_pointwise(op: str, compute: str = "out"):
         fns = [broadcast_fn(a, shape) for a in args]
 
         def fn(idx):
-            vals = [cast(f(idx), cdt) if f else Const(a, _scalar_dtype(a, cdt)) for f, a in zip(fns, args)]
+            vals = [cast(f(idx), cdt) if f else scalar_value(a, _scalar_dtype(a, cdt)) for f, a in zip(fns, args)]
             vals = [cast(v, cdt) for v in vals]
             if alpha is not None and alpha != 1:
                 vals[1] = Op("mul", (vals[1], Const(alpha, cdt)), cdt)
@@ -486,8 +583,8 @@ def lower_where(ctx, node, cond, a, b):
 
     def fn(idx):
         c = cast(fc(idx), "bool") if fc else Const(bool(cond), "bool")
-        x = cast(fa(idx), out_dtype) if fa else Const(a, out_dtype)
-        y = cast(fb(idx), out_dtype) if fb else Const(b, out_dtype)
+        x = cast(fa(idx), out_dtype) if fa else scalar_value(a, out_dtype)
+        y = cast(fb(idx), out_dtype) if fb else scalar_value(b, out_dtype)
         return Op("where", (c, x, y), out_dtype)
 
     return ctx.pointwise(shape, out_dtype, fn, origin=node.name)
@@ -605,7 +702,12 @@ def make_reduction(rtype: str):
 def _reduced_count(x, dims):
     nd = len(x.shape)
     dims = range(nd) if not dims else [d % nd for d in _as_tuple(dims)]
-    return math.prod(x.shape[d] for d in set(dims))
+    return prod([x.shape[d] for d in sorted(set(dims))])
+
+
+def count_value(n, dtype: str):
+    """An element count as a value: a constant, or (symbolic size) the size expression itself."""
+    return Const(float(n), dtype) if is_static(n) else IndexValue(n, dtype)
 
 
 def lower_mean(ctx, node, x, dims=None, keepdim=False, dtype=None):
@@ -613,7 +715,7 @@ def lower_mean(ctx, node, x, dims=None, keepdim=False, dtype=None):
     s = ctx.reduction(x, _as_tuple(dims) if dims else None, keepdim, "sum", out, origin=node.name)
     n = _reduced_count(x, dims)
     return ctx.pointwise(
-        s.shape, out, lambda idx: Op("truediv", (s.fn(idx), Const(float(n), out)), out), origin=node.name
+        s.shape, out, lambda idx: Op("truediv", (s.fn(idx), count_value(n, out)), out), origin=node.name
     )
 
 
@@ -625,7 +727,7 @@ def lower_var_mean(ctx, node, x, dims=None, correction=None, keepdim=False, **kw
     corr = 1 if correction is None else correction
     s = ctx.reduction(x, dims, True, "sum", out, origin=node.name)
     mean = ctx.pointwise(
-        s.shape, out, lambda idx: Op("truediv", (s.fn(idx), Const(float(n), out)), out), origin=node.name
+        s.shape, out, lambda idx: Op("truediv", (s.fn(idx), count_value(n, out)), out), origin=node.name
     )
     mb = broadcast_fn(mean, x.shape)
 
@@ -638,12 +740,21 @@ def lower_var_mean(ctx, node, x, dims=None, correction=None, keepdim=False, **kw
     var = ctx.pointwise(
         ss.shape,
         out,
-        lambda idx: Op("truediv", (ss.fn(idx), Const(float(max(n - corr, 0)), out)), out),
+        lambda idx: Op("truediv", (ss.fn(idx), count_value(max(n - corr, 0) if is_static(n) else n - corr, out)), out),
         origin=node.name,
     )
     if not keepdim:
         mean = squeeze(mean, [d for d in range(len(x.shape)) if dims is None or d in [e % len(x.shape) for e in dims]])
     return (var, mean)
+
+
+def lower_view(ctx, node, x, shape):
+    """``view``/``reshape``: the result's sizes come from torch's own shape inference
+    (``meta["val"]``), which knows ``-1`` and size expressions (``s0 // 2``) better than we do."""
+    meta = node.meta.get("val")
+    if meta is not None and hasattr(meta, "shape"):
+        shape = [ctx.size(s) for s in meta.shape]
+    return view(x, shape)
 
 
 def _view_rule(fn):
@@ -681,9 +792,9 @@ LOWERINGS.update({
     "aten.alias.default": lambda ctx, node, x: x,
     "aten.detach.default": lambda ctx, node, x: x,
     "aten.lift_fresh_copy.default": lower_clone,
-    "aten.view.default": _view_rule(view),
-    "aten.reshape.default": _view_rule(view),
-    "aten._unsafe_view.default": _view_rule(view),
+    "aten.view.default": lower_view,
+    "aten.reshape.default": lower_view,
+    "aten._unsafe_view.default": lower_view,
     "aten.permute.default": _view_rule(permute),
     "aten.t.default": lambda ctx, node, x: permute(x, [1, 0]) if len(x.shape) == 2 else x,
     "aten.transpose.int": lambda ctx, node, x, a, b: permute(x, _swap(len(x.shape), a, b)),
@@ -710,9 +821,13 @@ def _swap(nd, a, b):
     return dims
 
 
-def lower(gm, example_inputs) -> GraphIR:
-    """Lower an ATen FX GraphModule (static shapes) to the pre-fusion IR."""
-    return eliminate_dead_buffers(Lowering(gm).run(example_inputs))
+def lower(gm, example_inputs, size_guards=()) -> GraphIR:
+    """Lower an ATen FX GraphModule to the pre-fusion IR.
+
+    ``example_inputs``: real tensors (static sizes), or fake tensors with ``SymInt`` sizes and
+    ``SymInt`` values (symbolic sizes, from AOT Autograd or :func:`course_lib.compat.make_fx_dynamic`).
+    """
+    return eliminate_dead_buffers(Lowering(gm).run(example_inputs, size_guards))
 
 
 def eliminate_dead_buffers(graph: GraphIR) -> GraphIR:

@@ -269,6 +269,7 @@ class SizeVars:
 
     hints: dict = field(default_factory=dict)  # Symbol -> int
     sources: dict = field(default_factory=dict)  # Symbol -> (input position, dim)
+    guards: list = field(default_factory=list)  # sympy booleans that must hold (Eq(ModIdx(s0, 2), 0))
 
     @property
     def symbols(self) -> list:
@@ -284,6 +285,31 @@ class SizeVars:
 
     def __bool__(self) -> bool:
         return bool(self.hints)
+
+    def check(self, values: dict) -> list:
+        """The guards that fail for ``{symbol name: value}`` (empty when the sizes are fine)."""
+        env = {s: sympy.Integer(values[s.name]) for s in self.hints}
+        return [g for g in self.guards if not bool(sympy.sympify(g).xreplace(env))]
+
+
+#: torch's sympy functions (``torch/utils/_sympy/functions.py``) -> ours, by class name, so this
+#: file never imports torch's private module: ``ModularIndexing(a, b, c)`` is ``(a // b) % c``.
+_FROM_TORCH = {
+    "FloorDiv": lambda a, b: FloorDiv(a, b),
+    "CleanDiv": lambda a, b: FloorDiv(a, b),
+    "IntTrueDiv": lambda a, b: FloorDiv(a, b),
+    "ModularIndexing": lambda a, b, c: ModIdx(FloorDiv(a, b), c),
+    "PythonMod": lambda a, b: ModIdx(a, b),
+    "Mod": lambda a, b: ModIdx(a, b),
+}
+
+
+def from_torch(expr):
+    """A size expression from torch's ShapeEnv, rewritten with this file's index functions."""
+    expr = sympy.sympify(expr)
+    for name, make in _FROM_TORCH.items():
+        expr = expr.replace(lambda e, name=name: type(e).__name__ == name, lambda e, make=make: make(*e.args))
+    return expr
 
 
 def free_sizes(expr) -> set:

@@ -82,7 +82,19 @@ def pow_rule(expr) -> str:
     return "tl.exp2({1} * tl.log2({0}))"
 
 
-PERSISTENT_RNUMEL = 1024  # rows up to this length are reduced in one tile
+# Reduction tiling, chosen from a sweep on the H200 (bench/notes/gpu_reductions.md; rows of 4096 float32):
+# a persistent tile of one row a program reached 0.95-1.01 of copy bandwidth, the old looped 16 x 256
+# tile 0.40-0.59, because its three passes over 16 rows a program overflowed L2 before the re-reads.
+PERSISTENT_RNUMEL = 8192  # rows up to this length are reduced in one tile held in registers: one read
+LOOPED_RBLOCK = 2048  # longer rows: one row a program, walked in chunks of this many elements
+PROGRAM_TILE = 4096  # elements one program's tile holds: short rows are packed XBLOCK rows a program
+
+
+def reduction_warps(tile: int) -> int:
+    """Warps for a reduction program touching ``tile`` elements at once: 512 elements a warp, 2 to 16.
+    (Inductor's ``triton_heuristics`` also scales ``num_warps`` with the block; between 4 and 16 the
+    sweep above moved the time of a 4096-element row by under 3%, 8 was never worse.)"""
+    return max(2, min(16, tile // 512))
 
 
 def next_pow2(n: int) -> int:
@@ -131,7 +143,7 @@ class TritonKernel(Kernel):
         self.xnumel, self.rnumel = math.prod(outer), math.prod(inner)
         self.reduction = any(p.reductions for p in plan.phases)
         self.persistent = self.reduction and self.rnumel <= persistent_rnumel
-        self.rblock = next_pow2(self.rnumel) if self.persistent else min(next_pow2(self.rnumel), 256)
+        self.rblock = next_pow2(self.rnumel) if self.persistent else min(next_pow2(self.rnumel), LOOPED_RBLOCK)
 
     def emit(self, expr, outer: Scope, inner: Scope, mask_inner: str, mask_outer: str) -> str:
         dep = depends_on(expr, self.inner_syms)
@@ -253,7 +265,13 @@ class TritonKernel(Kernel):
         """Inductor's heuristics pick this per launch; one fixed rule here."""
         if not self.reduction:
             return min(next_pow2(self.xnumel * self.rnumel), 1024)
-        return max(1, min(next_pow2(self.xnumel), 4096 // self.rblock))
+        if not self.persistent:
+            return 1  # a looped row is walked by one program; more rows a program only overflow L2
+        return max(1, min(next_pow2(self.xnumel), PROGRAM_TILE // self.rblock))
+
+    def num_warps(self) -> int:
+        """Pointwise kernels keep Triton's default (4); reductions scale with the program's tile."""
+        return reduction_warps(self.xblock() * self.rblock) if self.reduction else 4
 
     def launcher(self) -> str:
         xblock = self.xblock()
@@ -262,7 +280,8 @@ class TritonKernel(Kernel):
         return (
             f"def launch_{self.name}({names}):\n"
             f"    grid = (triton.cdiv({total}, {xblock}),)\n"
-            f"    {self.name}[grid]({names}, {self.xnumel}, {self.rnumel}, XBLOCK={xblock}, RBLOCK={self.rblock})"
+            f"    {self.name}[grid]({names}, {self.xnumel}, {self.rnumel}, XBLOCK={xblock}, RBLOCK={self.rblock}, "
+            f"num_warps={self.num_warps()})"
         )
 
 
@@ -304,6 +323,7 @@ def build(kernels, graph, persistent_rnumel: int | None = None):
             "RBLOCK": "constexpr",
         }
         launch.constexprs = {"XBLOCK": tk.xblock(), "RBLOCK": tk.rblock}
+        launch.num_warps = tk.num_warps()
         fns[k.name] = launch
     return source, fns, False
 
@@ -322,5 +342,7 @@ def compile_to_ptx(compiled, target: str = "sm_90") -> dict:
     for k in compiled.schedule.kernels:
         if k.kind == "kernel":
             launch = call_globals[k.name]
-            out[k.name] = compile_stages(launch.jit_fn, launch.signature, launch.constexprs, target)
+            out[k.name] = compile_stages(
+                launch.jit_fn, launch.signature, launch.constexprs, target, num_warps=launch.num_warps
+            )
     return out

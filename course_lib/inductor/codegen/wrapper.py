@@ -132,6 +132,10 @@ def _size_lines(g) -> list[str]:
     for name in g.inputs:
         if name not in g.scalar_inputs:
             lines.append(f"    check_size({name}, {tuple(g.buffer(name).shape)}, {name!r})")
+    if g.sizevars.guards:
+        values = ", ".join(f"{s.name}={s.name}" for s in g.sizevars.symbols)
+        shown = [str(e) for e in g.sizevars.guards[:2]] + (["..."] if len(g.sizevars.guards) > 2 else [])
+        lines.append(f"    check_guards(dict({values}))  # {len(g.sizevars.guards)} guards: {', '.join(shown)}")
     return lines
 
 
@@ -152,7 +156,18 @@ def reinterpret(t, size, stride, offset):
     return torch.as_strided(t, size, stride, t.storage_offset() + offset)
 
 
-def make_call(source: str, kernels: dict, device) -> callable:
+def guard_checker(sizevars):
+    """``check_guards(values)`` for the wrapper: raise when a size guard torch recorded fails."""
+
+    def check_guards(values: dict) -> None:
+        failed = sizevars.check(values)
+        if failed:
+            raise SizeGuardError(f"sizes {values} break the guard(s) {', '.join(map(str, failed))}; recompile")
+
+    return check_guards
+
+
+def make_call(source: str, kernels: dict, device, sizevars=None) -> callable:
     """``exec`` the wrapper source with its globals (kernels, ATen, helpers) and return ``call``."""
     import torch
 
@@ -166,6 +181,7 @@ def make_call(source: str, kernels: dict, device) -> callable:
         "device": device,
         "externs": _EXTERNS,
         "check_size": check_size,
+        "check_guards": guard_checker(sizevars),
         "FloorDiv": lambda a, b: a // b,  # how a size expression with // prints
         "ModIdx": lambda a, b: a % b,
         **kernels,

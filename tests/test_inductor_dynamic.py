@@ -1,0 +1,153 @@
+"""course_lib.inductor with symbolic sizes: compile once, run many sizes, checked against eager.
+
+Two ways in: course_lib.dynamo's contract (``gm.meta["course_dynamic_dims"]`` on a graph with
+real example inputs) and real Dynamo (``dynamic=True``, automatic dynamic), whose graphs reach
+``compile_fx`` with ``SymInt`` sizes.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import sympy
+import torch
+
+import course_lib.inductor as ind
+from course_lib import compat, decomp
+from course_lib.inductor import sizevars
+from course_lib.inductor.codegen.wrapper import SizeGuardError
+from course_lib.inductor.lowering import Unsupported
+
+
+def pointwise_broadcast(x, y):
+    return (torch.relu(x * 2 + y) - y.exp(),)
+
+
+def softmax_rows(x, y):
+    return (torch.softmax(x + y, -1),)
+
+
+def reduce_dynamic_dim(x, y):
+    return (x.mean(0), x.var(0), (x * y).sum())
+
+
+def view_and_reduce(x, y):
+    return ((x * 2 + y).reshape(-1, 4).sum(1).relu(), x.t().contiguous() + 1)
+
+
+FUNCTIONS = [pointwise_broadcast, softmax_rows, reduce_dynamic_dim, view_and_reduce]
+
+
+def _compile_marked(fn, example, dims, record):
+    gm = torch.fx.symbolic_trace(fn)
+    gm.meta["course_dynamic_dims"] = dims
+    return ind.compile_fx(gm, example, record=record)
+
+
+def _assert_matches(out, ref):
+    assert len(out) == len(ref)
+    for a, b in zip(out, ref, strict=True):
+        assert a.shape == b.shape
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: f.__name__)
+def test_marked_dim_compiles_once_for_random_sizes(fn):
+    record = []
+    compiled = _compile_marked(fn, [torch.randn(8, 4), torch.randn(4)], {0: (0,)}, record)
+    assert [kind for kind, _ in record] == ["compiled"]
+    graph = record[0][1]
+    assert graph.dynamic and "ks0" in graph.kernel_code
+    assert "s0 = arg0_1.size(0)" in graph.wrapper_code
+    rng = random.Random(0)
+    for n in [2, 3, 8] + [rng.randrange(2, 300) for _ in range(5)]:
+        x, y = torch.randn(n, 4), torch.randn(4)
+        _assert_matches(compiled(x, y), fn(x, y))
+    assert len(record) == 1  # no recompilation
+
+
+def test_loop_bound_is_a_size_argument():
+    record = []
+    _compile_marked(softmax_rows, [torch.randn(8, 4), torch.randn(4)], {0: (0,)}, record)
+    src = record[0][1].kernel_code
+    assert "const int64_t ks0" in src and "x0 < ks0" in src
+
+
+def test_two_dynamic_dims_and_a_static_guard():
+    record = []
+    compiled = _compile_marked(softmax_rows, [torch.randn(6, 10), torch.randn(10)], {0: (0, 1), 1: (0,)}, record)
+    graph = record[0][1]
+    # x's two dims and y's one: y's size is x's last (torch's broadcast guard replaced it)
+    assert [s.name for s in graph.graph.sizevars.symbols] == ["s0", "s1"]
+    for n, m in [(3, 5), (7, 33), (2, 2)]:
+        x, y = torch.randn(n, m), torch.randn(m)
+        _assert_matches(compiled(x, y), softmax_rows(x, y))
+    static = []
+    compiled = _compile_marked(softmax_rows, [torch.randn(6, 10), torch.randn(10)], {0: (0,)}, static)
+    assert any("[s0, 10]" in g for g in static[0][1].guards)
+    with pytest.raises(SizeGuardError, match="compiled for"):
+        compiled(torch.randn(6, 11), torch.randn(11))
+
+
+def test_size_guard_from_torch_trace():
+    def halves(x):
+        return (x.view(x.shape[0] // 2, -1).sum(0),)
+
+    record = []
+    compiled = _compile_marked(halves, [torch.randn(8, 3)], {0: (0,)}, record)
+    assert record[0][1].graph.sizevars.guards, "torch's trace guarded the size"
+    for n in (4, 10, 16):
+        x = torch.randn(n, 3)
+        _assert_matches(compiled(x), halves(x))
+    with pytest.raises(SizeGuardError, match="guard"):
+        compiled(torch.randn(2, 3))  # s0 // 2 == 1 would be a size-1 dim: torch specialised it away
+
+
+def test_real_dynamo_dynamic_true_compiles_one_graph():
+    record = []
+    torch._dynamo.reset()
+    compiled = torch.compile(view_and_reduce, backend=lambda gm, ex: ind.compile_fx(gm, ex, record=record),
+                             dynamic=True)  # fmt: skip
+    for n in (3, 8, 17, 64):
+        x, y = torch.randn(n, 4), torch.randn(4)
+        _assert_matches(compiled(x, y), view_and_reduce(x, y))
+    assert [kind for kind, _ in record] == ["compiled"]
+    assert record[0][1].dynamic and "ks0" in record[0][1].kernel_code
+
+
+def test_automatic_dynamic_second_size_is_symbolic():
+    record = []
+    torch._dynamo.reset()
+    compiled = torch.compile(softmax_rows, backend=lambda gm, ex: ind.compile_fx(gm, ex, record=record))
+    for n in (3, 8, 17, 30):
+        x, y = torch.randn(n, 4), torch.randn(4)
+        _assert_matches(compiled(x, y), softmax_rows(x, y))
+    assert [(kind, g.dynamic) for kind, g in record] == [("compiled", False), ("compiled", True)]
+
+
+def test_triton_refuses_symbolic_sizes_with_a_reason():
+    gm = torch.fx.symbolic_trace(pointwise_broadcast)
+    traced, fakes, _ = compat.make_fx_dynamic(gm, [torch.randn(8, 4), torch.randn(4)], {0: (0,)}, decomp.DECOMPOSITIONS)
+    with pytest.raises(Unsupported, match="static sizes only"):
+        ind.compile_graph(traced, fakes, codegen="triton")
+
+
+def test_bad_dynamic_dims_is_a_clear_error():
+    gm = torch.fx.symbolic_trace(pointwise_broadcast)
+    gm.meta["course_dynamic_dims"] = {5: (0,)}
+    record = []
+    ind.compile_fx(gm, [torch.randn(8, 4), torch.randn(4)], record=record)
+    assert record[0][0] == "aot-fallback" and "not tensors" in record[0][1]
+
+
+def test_split_div_mod_with_a_size_symbol():
+    s0 = sizevars.size_symbol("s0")
+    i0, i1 = sizevars.sym("i0"), sizevars.sym("i1")
+    flat = i0 * s0 + i1
+    q, r = sizevars.split_div_mod(flat, s0, {i0: 4, i1: s0})
+    assert (q, r) == (i0, i1)
+    q, r = sizevars.split_div_mod(flat, 3, {i0: 4, i1: s0})  # not provable: kept as // and %
+    assert isinstance(q, sizevars.FloorDiv) and isinstance(r, sizevars.ModIdx)
+    assert sizevars.contiguous_strides((s0, 4, s0)) == (4 * s0, s0, 1)
+    assert sizevars.SizeVars({s0: 5}).hint(sympy.Integer(3) * s0) == 15
