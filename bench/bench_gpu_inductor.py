@@ -80,6 +80,22 @@ def kernel_kinds(code: str) -> dict:
     }
 
 
+ROW_LENGTHS = (256, 1024, 1025, 2048, 4096, 16384)
+
+
+def kinds_by_row_length(torch, lengths=ROW_LENGTHS) -> dict:
+    """The kernel kind Inductor picks for a softmax over rows of each length (64 rows; no timing)."""
+    from course_lib import compat
+
+    kinds = {}
+    for n in lengths:
+        x = torch.randn(64, n, device="cuda")
+        _, codes = compat.inductor_output_code(lambda x: torch.softmax(x, -1), x)
+        k = kernel_kinds("\n".join(codes))
+        kinds[n] = "persistent" if k["persistent_reduction"] else "looped" if k["looped_reduction"] else "other"
+    return kinds
+
+
 def _copy_bandwidth(torch, do_bench, rows: int, cols: int) -> float:
     """Bytes per second of a device-to-device copy of one workload-sized tensor (read + write)."""
     src = torch.randn(rows, cols, device="cuda")
@@ -149,6 +165,9 @@ def run(smoke: bool = False) -> dict:
             row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
         result["rows"].append(row)
         print(_line(row), flush=True)
+    if not smoke:
+        result["inductor_kind_by_row_length"] = kinds_by_row_length(torch)
+        print("Inductor's kernel kind by row length:", result["inductor_kind_by_row_length"], flush=True)
     return result
 
 
