@@ -597,13 +597,20 @@ def triton_jit_function(kernel):
 # ---------------------------------------------------------------------------
 
 
-def fx_node_origins(node) -> list[tuple[str, int]]:
-    """``(name, graph id)`` of the first nodes ``node`` came from (``node.meta["from_node"]``).
+def fx_node_origins(node, roots: bool = True) -> list[tuple[str, int]]:
+    """``(name, graph id)`` of the nodes ``node`` came from (``node.meta["from_node"]``).
 
     torch records a chain of ``torch.fx.traceback.NodeSource`` (a post-grad node came from an
     AOT node, which came from a Dynamo node); the roots of the chain are the Dynamo graph's nodes.
+    ``roots=False`` gives the nearest links of the chain instead (the graph traced just before).
     """
-    roots, todo = [], list(node.meta.get("from_node") or ())
+    found, todo = [], list(node.meta.get("from_node") or ())
+    if not roots:
+        for src in todo:
+            if not hasattr(src, "name"):
+                raise CompatError("node.meta['from_node'] no longer holds NodeSource objects; see compat.fx_node_origins")
+        return list(dict.fromkeys((src.name, src.graph_id) for src in todo))
+    roots_ = found
     while todo:
         src = todo.pop(0)
         if not hasattr(src, "name"):
@@ -611,9 +618,9 @@ def fx_node_origins(node) -> list[tuple[str, int]]:
         parents = getattr(src, "from_node", None) or []
         if parents:
             todo.extend(parents)
-        elif (src.name, src.graph_id) not in roots:
-            roots.append((src.name, src.graph_id))
-    return roots
+        elif (src.name, src.graph_id) not in roots_:
+            roots_.append((src.name, src.graph_id))
+    return roots_
 
 
 def fx_trace_keeping_meta(gm, args, decompositions=None):

@@ -81,6 +81,9 @@ def explore(fn, *example_inputs, train: bool = False, backend: str = "both", pro
             print(f"explore: {side} side in {timings[side]:.1f} s")
     if backend in ("both", "real"):
         notes.append(REAL_TRITON_NOTE)
+    if recs.get("course", {}).get("fallback"):
+        notes.append(f"course_lib.dynamo could not translate {src.name} ({recs['course']['fallback']}); "
+                     "the course side starts from torch's Dynamo graph")  # fmt: skip
     for side, rec in recs.items():
         for entry in rec.get("graphs", []) if side == "course" else []:
             if "error" in entry:

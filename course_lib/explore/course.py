@@ -29,6 +29,7 @@ import re
 from course_lib import compat
 from course_lib.explore.fxlines import graph_lines, input_nodes
 from course_lib.explore.model import Line, Pane
+from course_lib.explore.ops import matching, op_name
 from course_lib.explore.source import Source, bytecode_lines, line_of_stack_trace
 
 TRITON_STAGES = ("ttir", "ttgir", "llir", "ptx", "sass")
@@ -69,11 +70,25 @@ def capture(fn, args, train: bool, src: Source) -> dict:
             entry["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
         from course_lib import fx
 
-        return fx.to_torch_fx(graph)
+        return graph.owning_module if isinstance(graph, torch.fx.Graph) else fx.to_torch_fx(graph)
 
+    try:
+        with torch.no_grad() if not train else _nothing():
+            result, output = dynamo.capture(fn, tuple(args), backend=backend, translator_cls=_stamping_translator(src))
+        return {"graphs": graphs, "output": output, "result": result, "frontend": "course_lib.dynamo"}
+    except Exception as exc:  # course_lib.dynamo cannot translate it: start from torch's Dynamo graph
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+    graphs.clear()
+
+    def torch_backend(gm, example_inputs):
+        backend(gm.graph, example_inputs)
+        return gm.forward
+
+    compat.dynamo_reset()
     with torch.no_grad() if not train else _nothing():
-        result, output = dynamo.capture(fn, tuple(args), backend=backend, translator_cls=_stamping_translator(src))
-    return {"graphs": graphs, "output": output, "result": result}
+        result = torch.compile(fn, backend=torch_backend)(*args)
+    compat.dynamo_reset()
+    return {"graphs": graphs, "output": None, "result": result, "frontend": "torch._dynamo", "fallback": reason}
 
 
 class _nothing:
@@ -85,21 +100,54 @@ class _nothing:
 
 
 def compile_graph_both(graph, inputs, train: bool) -> dict:
-    """ATen graph(s) of one Dynamo graph and their kernels, C++ and Triton."""
+    """ATen graph(s) of one Dynamo graph and their kernels, C++ and Triton.
+
+    Module parameters are lifted to graph inputs first (as AOT Autograd does), so the kernels
+    read them like any input and, with ``train=True``, the backward computes their gradients.
+    """
     import torch
 
     from course_lib import decomp, fx
 
-    gm = fx.to_torch_fx(graph)
-    tensors = [a for a in inputs if isinstance(a, torch.Tensor)]
-    if len(tensors) != len(inputs):
+    gm = graph.owning_module if isinstance(graph, torch.fx.Graph) else fx.to_torch_fx(graph)
+    if not all(isinstance(a, torch.Tensor) for a in inputs):
         raise ValueError("non-tensor graph inputs")
-    wants_grad = train and any(a.requires_grad for a in inputs)
     plain = [a.detach() for a in inputs]
+    lifted, params = _lift_parameters(compat.fx_trace_keeping_meta(gm, plain, None))
+    wants_grad = train and any(t.requires_grad for t in [*inputs, *params])
     if not wants_grad:
-        aten = compat.fx_trace_keeping_meta(gm, plain, decomp.DECOMPOSITIONS)
-        return {"parts": [{"kind": "forward", "graph": graph, "aten": aten, "inputs": plain, **_kernels(aten, plain)}]}
-    return {"parts": _train_parts(gm, inputs)}
+        args = plain + [p.detach() for p in params]
+        aten = compat.fx_trace_keeping_meta(lifted, args, decomp.DECOMPOSITIONS)
+        return {"parts": [{"kind": "forward", "graph": graph, "aten": aten, "inputs": args, **_kernels(aten, args)}]}
+    args = [a.detach().requires_grad_(a.requires_grad) for a in inputs]
+    args += [p.detach().requires_grad_(p.requires_grad) for p in params]
+    return {"parts": _train_parts(lifted, args)}
+
+
+def _lift_parameters(gm):
+    """Turn each ``get_attr`` constant (a parameter or buffer make_fx captured) into a placeholder.
+
+    Returns the new GraphModule and the tensors to pass for the new inputs, in order.
+    """
+    graph = gm.graph
+    consts = [n for n in graph.nodes if n.op == "get_attr"]
+    if not consts:
+        return gm, []
+    last_ph = [n for n in graph.nodes if n.op == "placeholder"][-1]
+    tensors = []
+    for node in consts:
+        value = gm
+        for part in str(node.target).split("."):
+            value = getattr(value, part)
+        with graph.inserting_after(last_ph):
+            ph = graph.placeholder(f"param_{node.target}".replace(".", "_"))
+        ph.meta.update({k: v for k, v in node.meta.items() if k in ("val", "tensor_meta")})
+        node.replace_all_uses_with(ph)
+        graph.erase_node(node)
+        last_ph = ph
+        tensors.append(value)
+    gm.recompile()
+    return gm, tensors
 
 
 def _kernels(aten, inputs) -> dict:
@@ -131,14 +179,15 @@ def _train_parts(gm, inputs) -> list[dict]:
     """course_lib.aot: joint graph, partition (min-cut), then both graphs through the pipeline."""
     import torch
 
-    from course_lib import aot
+    from course_lib import aot, decomp
 
     preserve = compat.require("torch.fx.traceback", "preserve_node_meta")
     runner = compat.require("torch.fx", "Interpreter")(gm).run
     with preserve():
         joint = aot.joint_graph(runner, *inputs)
+    plain = [a.detach() for a in inputs]
+    _align_joint(joint, compat.fx_trace_keeping_meta(gm, plain, decomp.DECOMPOSITIONS).graph)
     part = aot.partition(joint, "min_cut")
-    _align_joint(joint)
     fwd_gm = _to_gm(part.forward)
     plain = [a.detach() for a in inputs]
     fwd_out = list(fwd_gm(*plain))
@@ -165,23 +214,30 @@ def _to_gm(graph):
     return fx.to_torch_fx(graph)
 
 
-def _align_joint(joint) -> None:
-    """Give the joint graph's forward nodes the ``from_node`` of the forward trace's nodes.
+def _align_joint(joint, reference) -> None:
+    """Give the joint graph's forward nodes the ``from_node`` of the same function's ATen trace.
 
-    The joint replays ``joint.forward`` (whose nodes kept their meta) op by op: walk both in order
-    and copy the meta where the ops match. Backward nodes get ``meta["explore_inputs"]``.
+    The joint graph first replays the forward's primitives in order (traced with the same
+    decomposition table as ``reference``): walk both in order and copy the meta where the ops
+    match, resynchronising over a few nodes where they do not. Exact where the ops match;
+    the backward nodes after them keep no origin (they link to the values they read).
     """
-    fwd = [n for n in joint.forward.nodes if n.op == "call_function"]
-    i = 0
+    ref = [n for n in reference.nodes if n.op == "call_function"]
+    i, backward = 0, set()
     for node in joint.graph.nodes:
-        if node.op != "call_function":
+        if node.op == "placeholder" and node.name.startswith("tangents"):
+            backward.add(node)
+        if any(a in backward for a in input_nodes(node)):
+            backward.add(node)  # computed from a gradient: a backward node, never a forward op
+        if node.op != "call_function" or i >= len(ref) or node in backward:
             continue
-        if i < len(fwd) and str(fwd[i].target) == str(node.target):
-            for key in ("from_node", "stack_trace"):
-                if key in fwd[i].meta:
-                    node.meta[key] = fwd[i].meta[key]
-            node.meta["explore_exact"] = True
-            i += 1
+        for j in range(i, min(i + 4, len(ref))):
+            if str(ref[j].target) == str(node.target):
+                for key in ("from_node", "stack_trace"):
+                    if key in ref[j].meta:
+                        node.meta[key] = ref[j].meta[key]
+                i = j + 1
+                break
 
 
 # ----------------------------------------------------------------------------- panes
@@ -209,6 +265,13 @@ def dynamo_panes(rec, src: Source, fn) -> list[Pane]:
         note = entry.get("error", "")
         panes.append(Pane(f"course.fx{gi}", "course", "fx", f"course_lib.dynamo graph {gi}",
                           graph_lines(entry["graph"], f"course.fx{gi}", sources), "python", note))  # fmt: skip
+    if rec.get("fallback"):
+        note = f"course_lib.dynamo could not translate this function ({rec['fallback']}); the course side starts from torch's Dynamo graph"
+        for p in panes:
+            if p.stage == "fx":
+                p.note = (note + ". " + p.note).strip(". ")
+                p.title = p.title.replace("course_lib.dynamo graph", "torch._dynamo graph (course fallback)")
+        return panes
     guards = list(rec["output"].guards.values())
     glines = [Line(f"course.guards:{i}", str(g), tag="guard") for i, g in enumerate(guards)]
     phs = {n.name for n in rec["graphs"][0]["graph"].nodes if n.op == "placeholder"} if rec["graphs"] else set()
@@ -221,9 +284,15 @@ def dynamo_panes(rec, src: Source, fn) -> list[Pane]:
     return panes
 
 
-def _origin_ids(node, prefix_of_roots: str, known: set[str]) -> list[str]:
-    roots = [f"{prefix_of_roots}:{name}" for name, _ in compat.fx_node_origins(node)]
-    return [r for r in roots if r in known]
+def _origin_ids(node, prefix: str, known: set[str]) -> list[str]:
+    """The ``from_node`` links of ``node`` that name lines of pane ``prefix``: the chain's roots
+    (Dynamo's nodes) or, for a graph traced from the joint graph, its nearest links."""
+    for roots in (True, False):
+        ids = [f"{prefix}:{name}" for name, _ in compat.fx_node_origins(node, roots=roots)]
+        ids = [i for i in ids if i in known]
+        if ids:
+            return ids
+    return []
 
 
 def aten_panes(rec, src: Source) -> list[Pane]:
@@ -240,7 +309,7 @@ def aten_panes(rec, src: Source) -> list[Pane]:
                 up_prefix = f"course.joint{gi}"
                 up_ids = {f"{up_prefix}:{n.name}" for n in part["joint"].graph.nodes}
 
-            def sources(node, key=key, up_prefix=up_prefix, up_ids=up_ids):
+            def sources(node, key=key, up_prefix=up_prefix, up_ids=up_ids, part=part):
                 roots = _origin_ids(node, up_prefix, up_ids)
                 if roots:
                     return roots, True
@@ -248,7 +317,8 @@ def aten_panes(rec, src: Source) -> list[Pane]:
                 if line:
                     return [line], True
                 if node.op == "placeholder":
-                    return _placeholder_source(node, part, up_prefix, up_ids)
+                    found = _placeholder_source(node, part, up_prefix, up_ids)
+                    return found if found[0] else ([f"{key}:{u.name}" for u in node.users], False)
                 return [f"{key}:{n.name}" for n in input_nodes(node)], False
 
             lines = graph_lines(part["aten"].graph, key, sources)
@@ -289,7 +359,9 @@ def _joint_pane(joint, gi, dyn_graph, src) -> Pane:
             return [line], True
         if node.op == "placeholder" and node.name.startswith("primals"):
             i = phs.index(node)
-            return ([f"course.fx{gi}:{dyn_phs[i]}"], True) if i < len(dyn_phs) else ([src.def_id], False)
+            if i < len(dyn_phs):
+                return [f"course.fx{gi}:{dyn_phs[i]}"], True
+            return [f"{key}:{u.name}" for u in node.users], False  # a lifted parameter: where it is used
         if node.op == "placeholder":  # a tangent: the gradient arriving for an output
             outs = [n for n in joint.graph.nodes if n.op == "output"]
             return [f"{key}:{n.name}" for n in input_nodes(outs[0])][:1] if outs else [src.def_id], False
@@ -349,11 +421,12 @@ def _split_source(source: str, names: list[str], start_re: str) -> dict[str, tup
     return spans
 
 
-def _kernel_pane(key, title, source, spans, origins, aten_key, lang, writes=None) -> Pane:
+def _kernel_pane(key, title, source, spans, origins, aten_key, lang, writes=None, ops=None) -> Pane:
     lines = source.splitlines()
     out = []
     for kname, (first, last) in spans.items():
         srcs = tuple(f"{aten_key}:{o}" for o in origins.get(kname, ()))
+        kops = [(f"{aten_key}:{o}", (ops or {}).get(o, "")) for o in origins.get(kname, ())]
         out.append(Line(f"{key}:{kname}", f"// kernel {kname} fuses: {', '.join(origins.get(kname, ()))}", srcs, True,
                         "kernel"))  # fmt: skip
         for ln in range(first, last + 1):
@@ -365,7 +438,7 @@ def _kernel_pane(key, title, source, spans, origins, aten_key, lang, writes=None
                 origin = writes[kname][int(m.group(1))]
                 out.append(Line(f"{key}:{ln}", text, (f"{aten_key}:{origin}",) if origin else srcs, bool(origin)))
             else:
-                out.append(Line(f"{key}:{ln}", text, srcs, False))
+                out.append(Line(f"{key}:{ln}", text, tuple(matching(text, kops)) or srcs, False))
     return Pane(key, "course", "kernels" if lang == "cpp" else "triton", title, out, lang,
                 "Kernel origins are exact; a line inside a fused kernel links to all its origins"
                 + ("; tl.store lines link to the buffer they write." if lang == "python" else "."))  # fmt: skip
@@ -378,12 +451,13 @@ def kernel_panes(rec) -> list[Pane]:
     for gi, entry in enumerate(rec["graphs"]):
         for pi, part in enumerate(entry.get("parts", [])):
             tag, aten_key, aten = f"{gi}_{pi}", part["key"], part["aten"].graph
+            ops = {n.name: op_name(n.target) for n in aten.nodes if n.op == "call_function"}
             if "cpp" in part:
                 comp = part["cpp"]
                 origins = kernel_origins(comp, aten)
                 spans = _split_source(comp.kernel_code, list(origins), r"\b{name}\s*\(")
                 panes.append(_kernel_pane(f"course.k{tag}", f"course_lib.inductor C++ kernels ({part['kind']}, graph {gi})",
-                                          comp.kernel_code, spans, origins, aten_key, "cpp"))  # fmt: skip
+                                          comp.kernel_code, spans, origins, aten_key, "cpp", None, ops))  # fmt: skip
             if "triton" in part:
                 comp = part["triton"]
                 origins = kernel_origins(comp, aten)
@@ -394,7 +468,7 @@ def kernel_panes(rec) -> list[Pane]:
                 spans = {k: (max(1, a - 1), b) for k, (a, b) in spans.items()}  # the @triton.jit line above
                 tri_key = f"course.tri{tag}"
                 pane = _kernel_pane(tri_key, f"course_lib.inductor Triton kernels ({part['kind']}, graph {gi})",
-                                    comp.kernel_code, spans, origins, aten_key, "python", writes)  # fmt: skip
+                                    comp.kernel_code, spans, origins, aten_key, "python", writes, ops)  # fmt: skip
                 panes.append(pane)
                 known = {ln.id for ln in pane.lines}
                 for stage in TRITON_STAGES:

@@ -68,9 +68,16 @@ def input_nodes(node) -> list:
 
 
 def graph_lines(graph, prefix: str, sources_of) -> list[Line]:
-    """One :class:`Line` per node; ``sources_of(node) -> (sources, exact)``."""
+    """One :class:`Line` per node; ``sources_of(node) -> (sources, exact)``.
+
+    A node whose only sources are nodes of its own graph (its inputs: no recorded origin) is
+    marked ``via="data"``, an upstream-only link.
+    """
     out = []
     for node in graph.nodes:
         sources, exact = sources_of(node)
-        out.append(Line(f"{prefix}:{node.name}", node_text(node), tuple(dict.fromkeys(sources)), exact))
+        own = bool(sources) and all(s.startswith(prefix + ":") for s in sources) and node.op != "output"
+        # a placeholder linked to its users (a lifted parameter) is "data" too
+        out.append(Line(f"{prefix}:{node.name}", node_text(node), tuple(dict.fromkeys(sources)), exact,
+                        via="data" if own and not exact else ""))  # fmt: skip
     return out

@@ -27,6 +27,7 @@ class Line:
     sources: tuple[str, ...] = ()
     exact: bool = True  # False: the edges to ``sources`` are an approximation (see the module doc)
     tag: str = ""  # "saved" (a tensor the forward saves for the backward), "kernel", "guard", ...
+    via: str = ""  # "data": no recorded origin, linked to the values it reads (walked upstream only)
 
 
 @dataclasses.dataclass
@@ -56,6 +57,8 @@ class Exploration:
         self._by_id = {ln.id: ln for p in self.panes for ln in p.lines}
         down = collections.defaultdict(list)
         for ln in self._by_id.values():
+            if ln.via == "data":  # reading a value is not being made from it: not a downstream edge
+                continue
             for s in ln.sources:
                 down[s].append(ln.id)
         self._down = dict(down)

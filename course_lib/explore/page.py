@@ -21,7 +21,7 @@ from course_lib.explore.model import Exploration, Pane
 COLLAPSE_OVER = 300
 
 _CSS = """
-body{font:13px/1.35 system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
+body{font:13px/1.35 system-ui,sans-serif;margin:0;overflow-x:hidden;color:#222;background:#fafafa}
 header{padding:8px 12px;background:#263238;color:#eceff1}
 header h1{font-size:16px;margin:0 0 4px 0}
 #bar{position:sticky;top:0;z-index:5;background:#eceff1;padding:6px 12px;border-bottom:1px solid #cfd8dc}
@@ -30,7 +30,7 @@ header h1{font-size:16px;margin:0 0 4px 0}
 table.sum{border-collapse:collapse;margin:6px 12px;font-size:12px}
 table.sum td,table.sum th{border:1px solid #cfd8dc;padding:2px 8px;text-align:left}
 .notes{margin:4px 12px;font-size:12px;color:#555}
-.cols{display:grid;grid-template-columns:1fr 1fr;gap:8px;padding:0 8px 40px 8px}
+.cols{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:8px;padding:0 8px 40px 8px}
 .col h2{font-size:14px;margin:8px 4px}
 details.pane{background:#fff;border:1px solid #cfd8dc;border-radius:4px;margin:6px 0}
 details.pane>summary{cursor:pointer;padding:4px 8px;background:#eceff1;font-weight:600}
@@ -54,8 +54,9 @@ details.pane>summary .hits{font-weight:400;color:#e65100;margin-left:6px}
 _JS = """
 (function(){
 const SRC = JSON.parse(document.getElementById('prov').textContent);
+const DATA = new Set(JSON.parse(document.getElementById('data-edges').textContent));
 const DOWN = {};
-for (const id in SRC) for (const s of SRC[id]) (DOWN[s] = DOWN[s] || []).push(id);
+for (const id in SRC) if (!DATA.has(id)) for (const s of SRC[id]) (DOWN[s] = DOWN[s] || []).push(id);
 const byId = {};
 document.querySelectorAll('.ln').forEach(el => { byId[el.dataset.id] = el; });
 function walk(start, next) {
@@ -138,6 +139,7 @@ def render(ex: Exploration) -> str:
         body = "".join(_pane_html(p, len(p.lines) <= COLLAPSE_OVER) for p in panes) or "<p>(not compiled)</p>"
         cols.append(f"<div class='col' id='col-{side}'><h2>{head}</h2>{body}</div>")
     data = json.dumps(prov, separators=(",", ":")).replace("</", "<\\/")
+    via_data = json.dumps([ln.id for p in ex.panes for ln in p.lines if ln.via == "data"]).replace("</", "<\\/")
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
         f"<title>explore: {html.escape(ex.name)}</title><style>{_CSS}</style></head><body>"
@@ -150,7 +152,8 @@ def render(ex: Exploration) -> str:
         f"<ul class='notes'>{notes}</ul>"
         f"<div id='python' style='padding:0 8px'>{''.join(_pane_html(p, True) for p in python)}</div>"
         f"<div class='cols'>{''.join(cols)}</div>"
-        f"<script type='application/json' id='prov'>{data}</script><script>{_JS}</script></body></html>"
+        f"<script type='application/json' id='prov'>{data}</script>"
+        f"<script type='application/json' id='data-edges'>{via_data}</script><script>{_JS}</script></body></html>"
     )
 
 

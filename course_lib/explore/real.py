@@ -24,6 +24,7 @@ import re
 from course_lib import compat
 from course_lib.explore.fxlines import graph_lines, input_nodes
 from course_lib.explore.model import Line, Pane
+from course_lib.explore.ops import matching, op_name
 from course_lib.explore.source import Source, bytecode_lines, line_of_stack_trace
 
 _KERNEL = re.compile(r"^(\w+) = async_compile\.(\w+)\(.*?r'''\n(.*?)'''", re.S | re.M)
@@ -90,7 +91,7 @@ def dynamo_panes(rec, src: Source) -> list[Pane]:
                           "What CPython runs instead of the original: call the compiled graph, rebuild the outputs."))  # fmt: skip
     for gi, gm in enumerate(rec["gms"]):
 
-        def sources(node, gm=gm):
+        def sources(node, gi=gi):
             line = line_of_stack_trace(node.meta.get("stack_trace"), src)
             if line:
                 return [line], True
@@ -187,15 +188,17 @@ def kernel_panes(rec, infos) -> list[Pane]:
         key, ci = info["key"], info["ci"]
         known = {n.name for n in info["graph"].nodes}
         origin_ids = {k: [f"{key}:{n}" for n in v if n in known] for k, v in origins.items()}
+        ops = {n.name: op_name(n.target) for n in info["graph"].nodes if n.op == "call_function"}
         lines = []
         for m in _KERNEL.finditer(code):
             name, kind, body = m.group(1), m.group(2), m.group(3)
             srcs = tuple(origin_ids.get(name, ()))
             fused = ", ".join(s.split(":", 1)[1] for s in srcs)
             lines.append(Line(f"real.k{ci}:{name}", f"// kernel {name} ({kind}) fuses: {fused}", srcs, True, "kernel"))
+            kops = [(i, ops.get(i.split(":", 1)[1], "")) for i in srcs]
             for j, text in enumerate(body.splitlines()):
                 if text.strip():
-                    lines.append(Line(f"real.k{ci}:{name}:{j}", text, srcs, False))
+                    lines.append(Line(f"real.k{ci}:{name}:{j}", text, tuple(matching(text, kops)) or srcs, False))
         panes.append(Pane(f"real.k{ci}", "real", "kernels", f"Inductor kernels for {key.split('.')[1]}", lines, "cpp",
                           "Kernel origins are exact; a line inside a fused kernel links to all its origins."))  # fmt: skip
         wlines = []
@@ -203,7 +206,7 @@ def kernel_panes(rec, infos) -> list[Pane]:
             srcs: list[str] = []
             for called in _CALL.findall(text):
                 if called in origin_ids:
-                    srcs += origin_ids[called] + [f"real.k{ci}:{called}"]
+                    srcs += origin_ids[called] + ([f"real.k{ci}:{called}"] if "." not in called else [])
                 else:
                     srcs += next((v for k, v in origin_ids.items() if k.endswith(called) and "." in k), [])
             wlines.append(Line(f"real.w{ci}:{j}", text, tuple(dict.fromkeys(srcs))))

@@ -59,9 +59,6 @@ def line_of_stack_trace(stack_trace: str | None, src: Source) -> str | None:
     for f, n in reversed(hits):
         if f == src.filename and src.id(n):
             return src.id(n)
-    for _, n in reversed(hits):  # same file under another path (a notebook cell)
-        if src.id(n):
-            return src.id(n)
     return None
 
 
