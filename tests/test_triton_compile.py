@@ -8,8 +8,9 @@ from course_lib.triton import compile_stages, instruction_mix, kernels
 @pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_100"])
 def test_nvidia_stages(target):
     s = compile_stages(*kernels.signature("add"), target=target)
-    assert list(s) == ["ttir", "ttgir", "llir", "ptx", "sass"]
+    assert list(s) == ["ttir", "ttgir", "llvm_dialect", "llir", "ptx", "sass"]
     assert "tt.load" in s["ttir"] and "#ttg.blocked" in s["ttgir"]
+    assert "llvm.func @add_kernel" in s["llvm_dialect"] and "tt.load" not in s["llvm_dialect"]
     assert f".target sm_{target[3:]}" in s["ptx"].replace("\t", " ") or f"sm_{target[3:]}" in s["ptx"]
     mix = instruction_mix(s["sass"])
     assert mix.get("LDG", 0) > 0 and mix.get("STG", 0) > 0
@@ -18,7 +19,7 @@ def test_nvidia_stages(target):
 
 def test_amd_stages():
     s = compile_stages(*kernels.signature("add"), target="gfx942")
-    assert list(s) == ["ttir", "ttgir", "llir", "amdgcn"]
+    assert list(s) == ["ttir", "ttgir", "llvm_dialect", "llir", "amdgcn"]
     assert "global_load" in s["amdgcn"] or "buffer_load" in s["amdgcn"]
     assert s.metadata["warp_size"] == 64
 

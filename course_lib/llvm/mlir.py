@@ -8,33 +8,25 @@ Teaches: Triton's ``python/triton/compiler/compiler.py`` and
 back end of :mod:`course_lib.llvm.targets` takes over). Position: Python kernel -> TTIR ->
 TTGIR -> LLVM dialect -> LLVM IR -> PTX.
 
-All of it runs without a GPU: ``triton.compile(ASTSource(...), target=GPUTarget("cuda", 90, 32))``
-compiles for an H100 on any machine. The LLVM-dialect module is not one of Triton's kept
-stages; we get it from MLIR's own IR printing (``MLIR_ENABLE_DUMP=1``), which writes the module
-before every MLIR pass to stderr: the last dump is the LLVM dialect just before translation.
-Module 3 (``course_lib.triton``) covers the Triton pipeline in depth.
+All of it runs without a GPU. There is one Triton pipeline in the course,
+:func:`course_lib.triton.compile_stages` (Module 3); this module is Module 2's view of it:
+the same compile, read as a walk through MLIR dialects (:meth:`TritonStages.dialects`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-from triton.runtime.jit import JITFunction
-
-from course_lib.llvm import passes
-# The same clean-up of debug info that Module 3 applies to its stages.
-from course_lib.triton.compile import _strip_llir, _strip_ptx, strip_locations  # noqa: F401
-
+from course_lib.triton.compile import compile_stages as _triton_compile_stages
 
 # Module 3's vector add: one program handles BLOCK elements.
-from course_lib.triton.kernels import SIGNATURES, add_kernel  # noqa: E402
+from course_lib.triton.kernels import SIGNATURES, add_kernel
 
 ADD_SIGNATURE = SIGNATURES["add"][1]
+
+#: the stages Module 2 reads, in pipeline order
+MLIR_STAGES = ("ttir", "ttgir", "llvm_dialect", "llir", "ptx")
 
 
 @dataclasses.dataclass
@@ -55,43 +47,10 @@ class TritonStages:
         )
 
 
-def _as_jit(kernel) -> JITFunction:
-    # Under TRITON_INTERPRET=1 (no GPU) @triton.jit gives an interpreter wrapper; the compiler
-    # needs the JITFunction of the same Python function (compat: an interpreter internal).
-    from course_lib import compat
-
-    return compat.triton_jit_function(kernel)
-
-
-_DUMP = re.compile(r"^// -----// IR Dump (?:Before|After) (\w+).*$", re.M)
-
-
 def compile_stages(kernel=add_kernel, signature=None, constexprs=None, arch: int = 90) -> TritonStages:
-    """Compile ``kernel`` for ``sm_<arch>`` with Triton and keep every stage (no GPU needed)."""
+    """Compile ``kernel`` for ``sm_<arch>`` through :func:`course_lib.triton.compile_stages` and
+    keep the MLIR-side stages and the names of the MLIR passes that ran (no GPU needed)."""
     signature = signature or ADD_SIGNATURE
     constexprs = constexprs if constexprs is not None else {"BLOCK": 256}
-    src = ASTSource(fn=_as_jit(kernel), signature=signature, constexprs=constexprs)
-    saved = {k: os.environ.get(k) for k in ("MLIR_ENABLE_DUMP", "TRITON_ALWAYS_COMPILE")}
-    os.environ.update(MLIR_ENABLE_DUMP="1", TRITON_ALWAYS_COMPILE="1")
-    import course_lib.triton  # noqa: F401  (installs the interpreter fixes the compiler needs)
-    from course_lib import compat
-
-    try:
-        with compat.triton_compile_scope(kernel):  # library calls (tl.max, ...) as real JITFunctions
-            compiled, err = passes.capture_stderr(lambda: triton.compile(src, target=GPUTarget("cuda", arch, 32)))
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    heads = list(_DUMP.finditer(err))
-    llvm_dialect = err[heads[-1].end() :] if heads else ""
-    stages = {
-        "ttir": strip_locations(compiled.asm["ttir"]),
-        "ttgir": strip_locations(compiled.asm["ttgir"]),
-        "llvm_dialect": strip_locations(llvm_dialect),
-        "llir": _strip_llir(compiled.asm["llir"]),
-        "ptx": _strip_ptx(compiled.asm["ptx"]),
-    }
-    return TritonStages(stages, [m.group(1) for m in heads])
+    result = _triton_compile_stages(kernel, signature, constexprs, target=f"sm_{arch}", passes=True)
+    return TritonStages({k: result[k] for k in MLIR_STAGES}, result.pass_names())

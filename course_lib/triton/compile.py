@@ -40,9 +40,12 @@ TARGETS = {
     "gfx942": ("hip", "gfx942", 64),  # MI300X
 }
 
-#: The stages kept for each backend, in pipeline order.
-NVIDIA_STAGES = ("ttir", "ttgir", "llir", "ptx", "sass")
-AMD_STAGES = ("ttir", "ttgir", "llir", "amdgcn")
+#: The stages kept for each backend, in pipeline order. ``llvm_dialect`` is the MLIR module in
+#: the ``llvm`` dialect just before MLIR translates it to LLVM IR (``llir``); Triton does not keep
+#: it in ``compiled.asm``, so it is read from the pass dumps (``MLIR_ENABLE_DUMP``).
+NVIDIA_STAGES = ("ttir", "ttgir", "llvm_dialect", "llir", "ptx", "sass")
+AMD_STAGES = ("ttir", "ttgir", "llvm_dialect", "llir", "amdgcn")
+_CACHE_VERSION = 2  # bump when a compile result gains a field (2: llvm_dialect)
 
 _MEMORY: dict[str, Stages] = {}
 
@@ -121,7 +124,7 @@ def _cache_key(kernel, signature, constexprs, target, options, passes) -> str:
     jit = compat.triton_jit_function(kernel)
     deps = getattr(jit, "cache_key", "")  # covers jit functions the kernel calls
     blob = json.dumps([src, str(deps), signature, sorted((constexprs or {}).items(), key=str), target,
-                       sorted(options.items()), passes, triton.__version__], default=str)  # fmt: skip
+                       sorted(options.items()), passes, triton.__version__, _CACHE_VERSION], default=str)  # fmt: skip
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -173,14 +176,15 @@ def _compile(kernel, signature, constexprs, target, options, passes) -> Stages:
     aligned = options.pop("aligned", False)
     divisible = [a for a, t in signature.items() if t.startswith("*") or t in ("i32", "i64")] if aligned else []
     src = compat.triton_ast_source(kernel, signature, constexprs, divisible_by_16=divisible)
-    env_vars = {"TRITON_ALWAYS_COMPILE": "1"}
-    if passes:
-        env_vars["MLIR_ENABLE_DUMP"] = "1"
+    # the pass dumps are always read: the LLVM-dialect stage is the last of them
+    env_vars = {"TRITON_ALWAYS_COMPILE": "1", "MLIR_ENABLE_DUMP": "1"}
     with _environ(env_vars), compat.triton_compile_scope(kernel), capture_stderr() as err:
         compiled = triton.compile(src, target=gpu_target(target), options=options)
     md = compat.triton_metadata_dict(compiled)
     asm = compiled.asm
-    raw = {k: asm[k] for k in ("ttir", "ttgir", "llir")}
+    dumps = split_pass_dumps(err.text)
+    llvm_dialect = next((d.ir for d in reversed(dumps) if d.stage == "llir"), "")
+    raw = {"ttir": asm["ttir"], "ttgir": asm["ttgir"], "llvm_dialect": llvm_dialect, "llir": asm["llir"]}
     if TARGETS[target][0] == "cuda":
         raw["ptx"] = asm["ptx"]
         raw["sass"] = disassemble(asm["cubin"])
@@ -199,7 +203,7 @@ def _compile(kernel, signature, constexprs, target, options, passes) -> Stages:
         "warp_size": md.get("warp_size", TARGETS[target][2]),
         "name": md.get("name"),
     }
-    dumps = split_pass_dumps(err.text) if passes else []
+    dumps = dumps if passes else []
     return Stages(target, readable, {k: _relative_paths(v) for k, v in raw.items()}, metadata, dumps, source, first)
 
 
@@ -221,10 +225,11 @@ def _compile_in_subprocess(kernel, signature, constexprs, target, options, passe
         spec = os.path.join(d, "spec.json")
         out = os.path.join(d, "out.json")
         with open(spec, "w") as f:
-            json.dump({"module": module, "name": name, "signature": signature, "constexprs": constexprs,
-                       "target": target, "options": options, "passes": passes}, f)
-        code = ("import json, importlib, sys; import course_lib; from course_lib.triton import compile as c; "
-                "s = json.load(open(sys.argv[1])); k = getattr(importlib.import_module(s['module']), s['name']); "
+            json.dump({"module": module, "file": inspect.getsourcefile(fn), "name": name, "signature": signature,
+                       "constexprs": constexprs, "target": target, "options": options, "passes": passes}, f)
+        code = ("import json, sys; import course_lib; from course_lib.triton import compile as c; "
+                "s = json.load(open(sys.argv[1])); "
+                "k = getattr(c._import_kernel_module(s['module'], s['file']), s['name']); "
                 "r = c._compile(k, s['signature'], s['constexprs'], s['target'], s['options'], s['passes']); "
                 "json.dump(r.to_json(), open(sys.argv[2], 'w'))")
         res = subprocess.run([sys.executable, "-c", code, spec, out], capture_output=True, text=True, check=False)
@@ -235,6 +240,26 @@ def _compile_in_subprocess(kernel, signature, constexprs, target, options, passe
 
 
 # ----------------------------------------------------------------------------- helpers
+
+
+def _import_kernel_module(module: str, file: str | None):
+    """Import a kernel's module by name, or from its file (a module written under the cache, such
+    as course_lib.inductor's generated Triton code, is not on ``sys.path``)."""
+    import importlib
+    import importlib.util
+    import sys
+
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError:
+        if not file:
+            raise
+    spec = importlib.util.spec_from_file_location(module, file)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[module] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
 
 
 @contextlib.contextmanager
@@ -341,7 +366,7 @@ def _strip_amdgcn(text: str) -> str:
 
 def readable_text(stage: str, text: str) -> str:
     """Stage text without debug/location noise (what the notebooks print)."""
-    if stage in ("ttir", "ttgir"):
+    if stage in ("ttir", "ttgir", "llvm_dialect"):
         return strip_locations(text)
     return {"llir": _strip_llir, "ptx": _strip_ptx, "sass": _strip_sass, "amdgcn": _strip_amdgcn}[stage](text)
 
