@@ -543,7 +543,7 @@ def check_fullgraph_fix(original, fixed, shapes=((4, 8), (3,), (2, 3, 5))):
 
     compat.dynamo_reset()
     compiled = torch.compile(fixed, fullgraph=True, backend="eager")
-    for i, shape in enumerate(shapes):
+    for shape in shapes:
         for sign in (1.0, -1.0):
             x = torch.rand(*shape) * sign + 0.01 * sign
             try:
