@@ -183,7 +183,7 @@ def _keep(x: Tensor, dims, keepdim: bool, like: Tensor) -> Tensor:
 def _reduced(a: Tensor, dim) -> list[int]:
     if dim is None or len(dim) == 0:
         return list(range(a.dim()))
-    return [d % a.dim() for d in dim]
+    return [d % max(a.dim(), 1) for d in dim]  # a 0-d tensor takes dim 0 or -1, as in torch
 
 
 @derivative(aten.sum.dim_IntList)
