@@ -14,9 +14,12 @@ before anything imports triton; ``import course_lib`` calls it.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import pathlib
 import shutil
+import uuid
+from collections.abc import Callable
 
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 
@@ -38,6 +41,44 @@ def cache_dir() -> pathlib.Path:
     return path
 
 
+def artefact_key(*parts) -> str:
+    """sha256 of the parts that decide an artefact (source, flags, tool version...), 20 hex digits."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(str(part).encode())
+        h.update(b"\1")
+    return h.hexdigest()[:20]
+
+
+def artefact(kind: str, name: str, build: Callable[[pathlib.Path], None]) -> pathlib.Path:
+    """The one compiled-artefact cache (Inductor's ``codecache.py`` idea): gcc objects, Inductor
+    C++, Triton modules and compile results all go through here.
+
+    ``.cache/course_lib/<kind>/<name>`` is returned when it exists. Otherwise ``build(tmp)``
+    writes a file or a folder at a private temporary path beside it, which is then renamed into
+    place: a rename is atomic, so a parallel process (pytest -n, two notebooks) sees the whole
+    artefact or none of it. If another process renamed its copy first, ours is dropped.
+    """
+    path = cache_dir() / kind / name
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        build(tmp)
+        try:
+            os.replace(tmp, path)
+        except OSError:  # a folder another process put there first: keep theirs
+            if not path.exists():
+                raise
+    finally:
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+        elif tmp.exists():
+            tmp.unlink()
+    return path
+
+
 @functools.lru_cache(maxsize=None)
 def has_cuda() -> bool:
     """True when an NVIDIA GPU with a driver is visible.
@@ -52,6 +93,38 @@ def has_cuda() -> bool:
     if pathlib.Path("/proc/driver/nvidia/gpus").is_dir():
         return any(pathlib.Path("/proc/driver/nvidia/gpus").iterdir())
     return pathlib.Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi") is not None
+
+
+#: ``COURSE_DEBUG`` stage names (tinygrad's ``DEBUG=n`` idea, by stage) -> the per-stage variable
+#: each one replaces, still honoured so old notebooks keep working.
+DEBUG_STAGES = {
+    "ir": "COURSE_IR_DEBUG",  # course_lib.ir: every pass's output
+    "llvm": "COURSE_LLVM_DEBUG",  # course_lib.llvm: course IR, LLVM IR, after -O<n>
+    "aot": "COURSE_AOT_DEBUG",  # course_lib.aot: joint graph, partition, both graphs
+    "inductor": "COURSE_INDUCTOR_DEBUG",  # course_lib.inductor: pre-fusion IR, schedule, output code
+    "cpu": "COURSE_CPU_DEBUG",  # course_lib.cpu: gcc command, remarks
+}
+
+
+def debug_stages() -> set[str]:
+    """The stages ``COURSE_DEBUG`` turns on (``COURSE_DEBUG=inductor,cpu``; ``all`` or ``1``: every one).
+
+    An unknown name is a mistake worth hearing about: it raises with the list of known stages.
+    """
+    names = {s.strip().lower() for s in os.environ.get("COURSE_DEBUG", "").split(",") if s.strip()}
+    if names & {"1", "all"}:
+        return set(DEBUG_STAGES)
+    unknown = names - set(DEBUG_STAGES) - {"0"}
+    if unknown:
+        raise ValueError(f"COURSE_DEBUG names unknown stage(s) {sorted(unknown)}; known: {sorted(DEBUG_STAGES)}, all")
+    return names & set(DEBUG_STAGES)
+
+
+def debug(stage: str) -> bool:
+    """Should ``stage`` print its intermediate IRs? The one switch is ``COURSE_DEBUG=stage,...``."""
+    if stage not in DEBUG_STAGES:
+        raise ValueError(f"unknown debug stage {stage!r}; known: {sorted(DEBUG_STAGES)}")
+    return stage in debug_stages() or os.environ.get(DEBUG_STAGES[stage], "") not in ("", "0")
 
 
 def has_dot() -> bool:

@@ -15,7 +15,7 @@ Pipeline: C source -> gcc (remarks file) -> ``kernel.so`` -> objdump text -> :cl
 Everything lands in ``.cache/course_lib/cpu/<hash>/``; the report names the file ``kernel.c``
 (gcc runs inside that folder), so no absolute path reaches printed output.
 
-Debug switch: ``COURSE_CPU_DEBUG=1`` prints the gcc command and the raw remarks of each compile.
+Debug switch: ``COURSE_DEBUG=cpu`` prints the gcc command and the raw remarks of each compile.
 
 Simplified: one translation unit, C (or C++ with ``lang="c++"``) (Inductor compiles C++ against ATen headers).
 Reference: GCC manual, "Developer Options" (``-fopt-info``), and the x86 SDM for mnemonics.
@@ -27,7 +27,6 @@ import ctypes
 import dataclasses
 import functools
 import hashlib
-import os
 import pathlib
 import re
 import shlex
@@ -325,12 +324,11 @@ def compile_c(
         raise CompileError("gcc is not on PATH; install gcc (Debian: apt-get install gcc) to run Module 6")
     flags = _split_flags(flags)
     key = cache_key(source, (*flags, f"lang={lang}"))
-    folder = env.cache_dir() / "cpu" / key[:20]
+    # one folder per artefact (kernel.c, kernel.so, vec.txt, asm.txt), built aside and renamed in
+    folder = env.artefact("cpu", key[:20], lambda tmp: _build(tmp, source, flags, libs, lang))
     so = folder / "kernel.so"
-    if not so.exists():
-        _build(folder, source, flags, libs, lang)
     remarks_text = (folder / "vec.txt").read_text()
-    if os.environ.get("COURSE_CPU_DEBUG") == "1":  # one switch shows every stage
+    if env.debug("cpu"):  # COURSE_DEBUG=cpu: the one switch shows every stage
         print(f"# ---- compile_c {key[:12]}: {'g++' if lang != 'c' else 'gcc'} {' '.join(flags)} ----")
         print(f"# ---- remarks ----\n{remarks_text.strip()}")
         print(f"# ---- objdump: {len((folder / 'asm.txt').read_text().splitlines())} lines in asm.txt ----")
@@ -346,11 +344,9 @@ def compile_c(
     )
 
 
-def _build(folder: pathlib.Path, source: str, flags: Sequence[str], libs: Sequence[str], lang: str = "c") -> None:
-    """gcc + objdump into a private temp folder, then rename into place (safe under pytest-xdist)."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = folder.parent / f"{folder.name}.tmp{os.getpid()}"
-    tmp.mkdir(exist_ok=True)
+def _build(tmp: pathlib.Path, source: str, flags: Sequence[str], libs: Sequence[str], lang: str = "c") -> None:
+    """gcc + objdump into the private folder ``tmp`` (:func:`course_lib.env.artefact` renames it into place)."""
+    tmp.mkdir()
     name, compiler = (SOURCE_NAME, "gcc") if lang == "c" else ("kernel.cpp", "g++")
     (tmp / name).write_text(source)
     # Compile and link separately: linking with -ffast-math adds crtfastmath.o, whose constructor
@@ -370,12 +366,6 @@ def _build(folder: pathlib.Path, source: str, flags: Sequence[str], libs: Sequen
         dis.insert(1, "-Mintel")
     asm = subprocess.run(dis, cwd=tmp, capture_output=True, text=True, check=False).stdout
     (tmp / "asm.txt").write_text(asm)
-    try:
-        tmp.rename(folder)
-    except OSError:  # another process won the race; use its copy
-        for f in tmp.iterdir():
-            f.unlink()
-        tmp.rmdir()
 
 
 def env_is_x86() -> bool:

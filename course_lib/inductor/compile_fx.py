@@ -7,7 +7,7 @@ graph, then ``compile_fx_inner`` on the forward and the backward graph separatel
 ``compile_fx(gm, example_inputs)`` is what ``torch.compile(model, backend=compile_fx)`` (or
 ``backend="course_lib"``) calls. A graph course_lib cannot compile runs in eager with the
 reason logged on the ``course_lib.inductor`` logger; compilation never raises into the model.
-Set ``COURSE_INDUCTOR_DEBUG=1`` to print every stage (pre-fusion IR, schedule, C++, wrapper).
+Set ``COURSE_DEBUG=inductor`` to print every stage (pre-fusion IR, schedule, C++, wrapper).
 
 Dynamic shapes, two ways in, one compile for many sizes (C++ backend; Triton refuses):
 
@@ -30,6 +30,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from course_lib import env
 from course_lib.inductor import interpret
 from course_lib.inductor.codegen import cpp, triton, wrapper
 from course_lib.inductor.ir import GraphIR
@@ -129,7 +130,7 @@ def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | Non
     out = CompiledGraph(
         graph, sched, source, wsrc, call, codegen, {"lower": t1 - t0, "schedule": t2 - t1, "codegen+build": t3 - t2}
     )
-    if os.environ.get("COURSE_INDUCTOR_DEBUG") == "1":
+    if env.debug("inductor"):
         print(
             f"# ---- ir_pre_fusion ----\n{graph}\n# ---- schedule ----\n{sched}\n# ---- output code ----\n{out.output_code()}"
         )

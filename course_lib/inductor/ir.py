@@ -11,10 +11,12 @@ reduction, ``r0, r1, ...`` (one per reduced dimension). Memory is touched only t
 :class:`Load` with a sympy index expression, so "which element of which buffer" is plain
 algebra that fusion and code generation can compare and substitute.
 
-Simplified against Inductor: sizes are ints or sympy expressions of size symbols (sizevars.py), every buffer is contiguous except graph
-inputs and extern outputs, every pointwise op is realized (Inductor already inlines pointwise
-chains while lowering; here the scheduler does all the fusing so the ladder is visible),
-reductions are two-pass (no Welford).
+Sizes are ints, or sympy expressions of size symbols ``s0, s1, ...`` when the graph is compiled
+for dynamic shapes (sizevars.py).
+
+Simplified against Inductor: every buffer is contiguous except graph inputs and extern outputs,
+every pointwise op is realized (Inductor already inlines pointwise chains while lowering; here
+the scheduler does all the fusing so the ladder is visible), reductions are two-pass (no Welford).
 """
 
 from __future__ import annotations

@@ -32,7 +32,6 @@ from course_lib.inductor.sizevars import (
     body_in_kernel,
     decompose,
     group_ranges,
-    kernel_vars,
     prod,
     store_index,
     subs_index,

@@ -362,10 +362,10 @@ class PassManager:
     """Runs named passes in order and keeps every intermediate (``COURSE_IR_DEBUG=1`` prints them)."""
 
     def __init__(self, pipeline=None, debug: bool | None = None):
-        import os
+        from course_lib import env
 
         self.pipeline = list(pipeline or DEFAULT_PIPELINE)
-        self.debug = os.environ.get("COURSE_IR_DEBUG") == "1" if debug is None else debug
+        self.debug = env.debug("ir") if debug is None else debug  # COURSE_DEBUG=ir
 
     def run(self, fn: Function) -> PipelineResult:
         res = PipelineResult([Stage("input", fn, count_instructions(fn))])

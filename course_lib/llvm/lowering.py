@@ -20,11 +20,11 @@ Choices and simplifications:
 from __future__ import annotations
 
 import ctypes
-import os
 from collections.abc import Callable
 
 import llvmlite.ir as ir
 
+from course_lib import env
 from course_lib.ir import core
 
 I1, I64, F64 = ir.IntType(1), ir.IntType(64), ir.DoubleType()
@@ -496,7 +496,7 @@ class CourseFunction:
         self.compiled = mcjit.compile_function(self.llvm_ir, fn_ir.name, restype, argtypes, level=level)
         self.optimized_ir = self.compiled.ir
         self.param_types = params
-        if os.environ.get("COURSE_LLVM_DEBUG") == "1":  # one switch shows every stage
+        if env.debug("llvm"):  # COURSE_DEBUG=llvm: one switch shows every stage
             print(f"# ---- course IR ----\n{fn_ir}\n# ---- LLVM IR ({style}) ----\n{self.llvm_ir}")
             print(f"# ---- after O{level} ----\n{self.optimized_ir}")
 

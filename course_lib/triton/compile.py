@@ -159,10 +159,9 @@ def compile_stages(kernel, signature: dict, constexprs: dict | None = None, targ
         except (ValueError, TypeError, KeyError):
             pass  # a stale cache entry: compile again
     result = _compile(kernel, signature, constexprs, target, options, passes)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result.to_json()))
-    tmp.replace(path)
+    if path.is_file():  # a stale entry: the artefact cache never overwrites, so drop it first
+        path.unlink(missing_ok=True)
+    env.artefact("triton", path.name, lambda tmp: tmp.write_text(json.dumps(result.to_json())))
     _MEMORY[key] = result
     return result
 

@@ -19,11 +19,8 @@ level); values that do not depend on the inner loop are hoisted above it.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import math
-import os
 import subprocess
-import tempfile
 
 import sympy
 
@@ -323,59 +320,39 @@ def precompiled_header(flags) -> str | None:
     the ``#include`` lines left in the source are skipped by their include guards. Returns the
     header's path, or None (compile without it) when g++ cannot build the ``.gch``.
     """
-    code_flags = [f for f in flags if f != "-shared"]
-    key = hashlib.sha256((HEADER + " ".join(code_flags)).encode()).hexdigest()[:12]
-    header = _out_dir() / f"prelude{key}.h"
-    gch = header.with_name(header.name + ".gch")
-    if gch.exists():
-        return str(header)
-    if not header.exists():  # written whole then renamed: a parallel build never reads half of it
-        fd, part = tempfile.mkstemp(suffix=".h", dir=header.parent)
-        with os.fdopen(fd, "w") as f:
-            f.write(HEADER)
-        os.replace(part, header)
-    ok = _gxx([*code_flags, "-x", "c++-header", str(header)], gch).returncode == 0
-    return str(header) if ok else None
-
-
-def _out_dir():
     from course_lib import env
 
-    out_dir = env.cache_dir() / "inductor"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return out_dir
+    code_flags = [f for f in flags if f != "-shared"]
+    key = env.artefact_key(HEADER, " ".join(code_flags))[:12]
+    header = env.artefact("inductor", f"prelude{key}.h", lambda tmp: tmp.write_text(HEADER))
+    try:  # g++ finds prelude.h.gch beside prelude.h
+        build = lambda tmp: _gxx([*code_flags, "-x", "c++-header", str(header)], tmp)  # noqa: E731
+        env.artefact("inductor", header.name + ".gch", build)
+    except RuntimeError:
+        return None
+    return str(header)
 
 
-def _gxx(args: list[str], target) -> subprocess.CompletedProcess:
-    """Run ``g++ args -o <temp>`` and rename the result to ``target`` only when g++ succeeds.
-
-    The rename is atomic, so a parallel process (pytest -n, two notebooks) never loads a
-    half-written file from the cache.
-    """
-    fd, tmp = tempfile.mkstemp(suffix=target.suffix, dir=target.parent)
-    os.close(fd)
-    proc = subprocess.run(["g++", *args, "-o", tmp], capture_output=True, text=True)
-    if proc.returncode == 0:
-        os.replace(tmp, target)
-    else:
-        os.unlink(tmp)
-    return proc
+def _gxx(args: list[str], target) -> None:
+    """Run ``g++ args -o target``; raise with g++'s diagnostics when it fails."""
+    proc = subprocess.run(["g++", *args, "-o", str(target)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"g++ failed:\n{proc.stderr[-3000:]}")
 
 
 def compile_source(source: str, flags=None) -> str:
     """Compile ``source`` into a shared object cached by the hash of source and flags; return its path."""
+    from course_lib import env
+
     flags = list(flags or CFLAGS)
-    key = hashlib.sha256((source + " ".join(flags)).encode()).hexdigest()[:20]
-    so = _out_dir() / f"k{key}.so"
-    if so.exists():
-        return str(so)
-    src = so.with_suffix(".cpp")
-    src.write_text(source)
+    key = env.artefact_key(source, " ".join(flags))
+    src = env.artefact("inductor", f"k{key}.cpp", lambda tmp: tmp.write_text(source))  # kept for reading
     prelude = precompiled_header(flags) if source.startswith(HEADER) else None
     pre = ["-include", prelude] if prelude else []
-    proc = _gxx([*flags, *pre, str(src), *LIBS], so)
-    if proc.returncode != 0:
-        raise RuntimeError(f"g++ failed on {src.name}:\n{proc.stderr[-3000:]}")
+    try:
+        so = env.artefact("inductor", f"k{key}.so", lambda tmp: _gxx([*flags, *pre, str(src), *LIBS], tmp))
+    except RuntimeError as exc:
+        raise RuntimeError(f"g++ failed on {src.name}:\n{str(exc)[-3000:]}") from None
     return str(so)
 
 

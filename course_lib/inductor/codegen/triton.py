@@ -19,7 +19,6 @@ on a GPU the same source compiles natively.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import math
 
@@ -302,11 +301,8 @@ def build(kernels, graph, persistent_rnumel: int | None = None):
 
     dtypes = graph if isinstance(graph, dict) else {b.name: b.dtype for b in graph.buffers}
     source = module_source(kernels, persistent_rnumel)
-    key = hashlib.sha256(source.encode()).hexdigest()[:20]
-    path = env.cache_dir() / "inductor" / f"triton_{key}.py"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists():
-        path.write_text(source)
+    key = env.artefact_key(source)
+    path = env.artefact("inductor", f"triton_{key}.py", lambda tmp: tmp.write_text(source))
     spec = importlib.util.spec_from_file_location(f"course_triton_{key}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
