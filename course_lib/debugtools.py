@@ -541,6 +541,7 @@ def check_fullgraph_fix(original, fixed, shapes=((4, 8), (3,), (2, 3, 5))):
     from course_lib import compat
     from course_lib.check import Verdict
 
+    fixed(torch.ones(2))  # eagerly first: an unattempted stub raises NotImplementedError here, not inside Dynamo
     compat.dynamo_reset()
     compiled = torch.compile(fixed, fullgraph=True, backend="eager")
     for shape in shapes:
@@ -644,8 +645,9 @@ def check_size_guard(accepts, fn=pick, first: int = 10):
     """Verdict for 04e: ``accepts(n)`` says whether the real graph compiled at ``first`` rows serves ``n`` rows."""
     from course_lib.check import Verdict
 
+    mine = {n: bool(accepts(n)) for n in GUARD_SIZES}  # the learner's answers first (a stub stops here)
     real = reused_sizes(fn, first, GUARD_SIZES)
-    wrong = [n for n in GUARD_SIZES if bool(accepts(n)) != real[n]]
+    wrong = [n for n in GUARD_SIZES if mine[n] != real[n]]
     if wrong:
         return Verdict(False, f"your guard disagrees with Dynamo's on {len(wrong)} of {len(GUARD_SIZES)} sizes, "
                               f"the first at n = {wrong[0]}")  # fmt: skip
