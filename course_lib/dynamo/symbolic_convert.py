@@ -33,9 +33,8 @@ or dict comprehension is inlined into the frame (PEP 709), and a break inside it
 comprehension's ``BUILD_LIST``, runs the whole comprehension eagerly and continues after it
 (:meth:`InstructionTranslator.break_at_comprehension`); on 3.11 the comprehension is its own
 function, so the break is at its ``CALL`` and the ``<listcomp>`` frame is skipped as a loop.
-Both give the same counts. Tensor mutation (``x.add_(1)``, ``x[0] = 1``) is reported as a
-break, and ``x += y`` on a tensor is captured as ``x = x + y``; Dynamo captures mutation
-faithfully. Mutation of lists, dicts and sets is captured (variables/lists.py).
+Both give the same counts. Tensor mutation (``x.add_(1)``, ``x[0] = 1``, ``x += y``) is
+reported as a break and runs eagerly; Dynamo captures tensor mutation in the graph. Mutation of lists, dicts and sets is captured (variables/lists.py).
 
 What this file holds: the opcode handlers and the loop that runs them. What a value does when
 an opcode meets it (``a + b``, ``obj.method(...)``, ``obj[i]``, ``iter(obj)``, a builtin call) is
@@ -95,10 +94,14 @@ BINARY_OPS = {
     "%": operator.mod, "**": operator.pow, "@": operator.matmul, "&": operator.and_, "|": operator.or_,
     "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
 }  # fmt: skip
-# In-place forms are captured as their out-of-place op (``x += y`` rebinds x) for tensors and
-# immutable values; on a Python list, ``+=`` extends it in place (INPLACE_LIST_OPS).
+# In-place forms (``x += y``): on immutable values the out-of-place op (Python rebinds x); on
+# lists, dicts and sets a mutation; on a tensor a graph break (tensor mutation is not modelled).
 BINARY_OPS.update({k + "=": v for k, v in list(BINARY_OPS.items())})
-INPLACE_LIST_OPS = {"+=": "extend"}
+INPLACE_OPS = {
+    "+=": operator.iadd, "-=": operator.isub, "*=": operator.imul, "/=": operator.itruediv, "//=": operator.ifloordiv,
+    "%=": operator.imod, "**=": operator.ipow, "@=": operator.imatmul, "&=": operator.iand, "|=": operator.ior,
+    "^=": operator.ixor, "<<=": operator.ilshift, ">>=": operator.irshift,
+}  # fmt: skip
 COMPARE_OPS = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
 }  # fmt: skip
@@ -254,7 +257,9 @@ class InstructionTranslator:
         return self.stack + list(self.locals.values()) + list(self.cells.values())
 
     def refresh_containers(self) -> None:
-        """After an instruction ran eagerly: read back what Python code did to our containers."""
+        """After an instruction ran eagerly: read back what Python code did to our containers
+        (first writing out what our own rules changed in that instruction, so neither is lost)."""
+        self.output.apply_side_effects()
         for var in self.reachable_containers():
             var.refresh(self.wrap)
 
@@ -433,11 +438,29 @@ class InstructionTranslator:
         symbol = inst.argrepr
         if symbol not in BINARY_OPS:
             raise Unsupported(f"binary operator {symbol}")
-        if symbol in INPLACE_LIST_OPS and isinstance(a, ListVar) and a.kind == "list":
-            a.call_method(self, INPLACE_LIST_OPS[symbol], [b], {})  # lst += xs extends lst in place
-            self.push(a)
+        if symbol in INPLACE_OPS:
+            self.push(self.inplace(symbol, a, b))
             return
         self.push(self.binary(BINARY_OPS[symbol], a, b))
+
+    def inplace(self, symbol: str, a: Var, b: Var) -> Var:
+        """``a += b``: a mutable ``a`` is changed in place (and stays the same object)."""
+        if isinstance(a, TensorVar) and not self.eager:
+            raise Unsupported(f"in-place {symbol} on a tensor: course_lib.dynamo does not model tensor mutation")
+        if isinstance(a, ListVar) and a.kind == "list" and symbol in ("+=", "*="):
+            self.output.mutate(a)
+            a.items[:] = a.items + self.unpack(b) if symbol == "+=" else a.items * b.as_python()
+            return a
+        if isinstance(a, DictVar) and symbol == "|=":
+            a.call_method(self, "update", [b], {})
+            return a
+        if isinstance(a, SetVar) and not b.has_tensor():
+            self.output.mutate(a)
+            a.items = INPLACE_OPS[symbol](a.items, b.as_python())
+            return a
+        if self.eager:
+            return self.wrap(INPLACE_OPS[symbol](a.as_python(), b.as_python()))
+        return self.binary(BINARY_OPS[symbol], a, b)  # immutable values: a new value, as Python does
 
     def COMPARE_OP(self, inst):
         b, a = self.pop(), self.pop()
@@ -717,7 +740,7 @@ class InstructionTranslator:
         if flags & 0x04:
             self.pop()  # annotations
         kwdefaults = self.pop().items if flags & 0x02 else {}
-        defaults = tuple(self.pop().items) if flags & 0x01 else ()
+        defaults = tuple(self.unpack(self.pop())) if flags & 0x01 else ()  # a BUILD_TUPLE or a constant tuple
         self.push(NestedFunctionVar(code, self.globals, defaults, dict(kwdefaults), closure))
 
     # ====================================================================== dispatch to the values' rules
@@ -784,7 +807,10 @@ class InstructionTranslator:
     def call_eagerly(self, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         """Run a call for real (after a graph break). A user function gets its own frame."""
         if isinstance(fn, MethodVar) and isinstance(fn.obj, (ListVar, DictVar, SetVar)):
-            return fn.call_function(self, args, kwargs)  # the container's own rules keep the Var current
+            try:  # the container's own rules keep its Var current
+                return fn.call_function(self, args, kwargs)
+            except Unsupported:  # no rule (list.sort(key=...)): run it on the real object, then read it back
+                self.output.mutated.pop(id(fn.obj), None)  # the rule changed nothing before it gave up
         pyargs = [a.as_python() for a in args]
         pykw = {k: v.as_python() for k, v in kwargs.items()}
         target = fn.as_python()
@@ -841,7 +867,8 @@ class InstructionTranslator:
             for i, e in enumerate(example):
                 item = self.output.graph.call_function(operator.getitem, (node, i))
                 items.append(self.wrap_result(item, e))
-            return ListVar(items, "tuple")
+            named = type(example) if isinstance(example, tuple) and type(example) is not tuple else None
+            return ListVar(items, "tuple", tuple_cls=named)
         if not node.users:  # a Python answer (numel, is_tensor...): specialise, drop the node
             self.output.graph.erase_node(node)
         return wrap(example)

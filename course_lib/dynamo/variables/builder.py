@@ -17,7 +17,7 @@ from course_lib.dynamo.variables.base import ConstVar, PyObjVar, Var
 from course_lib.dynamo.variables.builtin import BuiltinVar, has_rule
 from course_lib.dynamo.variables.dicts import DictVar
 from course_lib.dynamo.variables.functions import FunctionVar, MethodVar, ModuleVar, NestedFunctionVar, TorchFnVar
-from course_lib.dynamo.variables.lists import IteratorVar, ListVar, SetVar
+from course_lib.dynamo.variables.lists import IteratorVar, ListVar, SetVar, field_names
 from course_lib.dynamo.variables.tensor import TensorVar
 
 SKIP_MODULES = ("torch", "course_lib", "numpy", "builtins", "math", "operator", "functools", "typing", "collections")
@@ -70,6 +70,9 @@ def wrap(value: Any, source: Source | None = None) -> Var:
     if type(value) in (list, tuple):  # namedtuples and list subclasses stay opaque objects
         items = [wrap(v, source.item(i) if source else None) for i, v in enumerate(value)]
         return ListVar(items, "list" if isinstance(value, list) else "tuple", source=source, real=value)
+    if isinstance(value, tuple) and field_names(type(value)):  # namedtuple, torch.return_types
+        items = [wrap(v, source.item(i) if source else None) for i, v in enumerate(value)]
+        return ListVar(items, "tuple", source=source, real=value, tuple_cls=type(value))
     if type(value) in _PLAIN_ITERATORS:  # e.g. a comprehension's ".0" argument
         return IteratorVar([wrap(v) for v in value], source=None)
     if isinstance(value, dict) and plain_dict_type(type(value)):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
+import itertools
 import math
 import operator
 from typing import Any
@@ -47,7 +49,10 @@ def call_builtin(tx, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
         out = rule(tx, args, kwargs)
         if out is not None:
             return out
-    pure = fn in FOLDABLE or getattr(fn, "__module__", None) in ("math", "_operator", "operator")
+    module = getattr(fn, "__module__", None)
+    if module in ("_operator", "operator") and any_tensor(args) and not kwargs:
+        return tx.call_operator(fn, args)  # operator.add(x, y) on tensors: a node, as x + y is
+    pure = fn in FOLDABLE or module in ("math", "_operator", "operator")
     if pure and not any_tensor([*args, *kwargs.values()]):
         return python_call(fn, args, kwargs)
     raise Unsupported(f"builtin {getattr(fn, '__name__', fn)} is not supported with these arguments")
@@ -184,11 +189,9 @@ def _abs(tx, args, kwargs):
 
 
 def _sum(tx, args, kwargs):
-    if not args or "start" in kwargs and len(args) > 1:
-        return None
-    items = args[0].unpack(tx)
-    if not any_tensor(items) and not any_tensor([*args[1:], *kwargs.values()]):
-        return None  # fold
+    if not args or len(args) > 2 or set(kwargs) - {"start"} or ("start" in kwargs and len(args) > 1):
+        return None  # Python raises the TypeError when the break runs it
+    items = args[0].unpack(tx)  # consumes an iterator, so the items are used from here on
     total = args[1] if len(args) > 1 else kwargs.get("start", ConstVar(0))
     for item in items:
         total = tx.binary(operator.add, total, item)
@@ -200,7 +203,9 @@ def _min_max(fn):
         items = args[0].unpack(tx) if len(args) == 1 else list(args)
         if any_tensor(items):
             raise Unsupported(f"{fn.__name__} of tensors compares their data")
-        return None
+        if kwargs.get("key") is not None and not isinstance(kwargs["key"], BuiltinVar):
+            raise Unsupported(f"{fn.__name__} with a key function")
+        return python_call(lambda *vals, **kw: fn(vals, **kw), items, kwargs)
 
     return rule
 
@@ -219,6 +224,28 @@ def _filter(tx, args, kwargs):
         if tx.truth(test):
             keep.append(item)
     return IteratorVar(keep)
+
+
+def _sorted(tx, args, kwargs):
+    items = args[0].unpack(tx)
+    if any_tensor(items):
+        raise Unsupported("sorted() of tensors compares their data")
+    if kwargs.get("key") is not None and not isinstance(kwargs["key"], BuiltinVar):
+        raise Unsupported("sorted() with a key function that is not a builtin")
+    return python_call(lambda *vals, **kw: sorted(vals, **kw), items, kwargs)
+
+
+def _reduce(tx, args, kwargs):
+    fn, iterable, *init = args
+    items = iterable.unpack(tx)
+    total, rest = (init[0], items) if init else (items[0], items[1:])
+    for item in rest:
+        total = tx.call_function(fn, [total, item], {})
+    return total
+
+
+def _chain(tx, args, kwargs):
+    return IteratorVar([item for a in args for item in a.unpack(tx)])
 
 
 def _callable(tx, args, kwargs):
@@ -251,7 +278,8 @@ BUILTIN_RULES = {
     getattr: _getattr, hasattr: _hasattr, type: _type, setattr: _setattr,
     int: _scalar_of_tensor, float: _scalar_of_tensor, bool: _scalar_of_tensor, complex: _scalar_of_tensor,
     abs: _abs, sum: _sum, min: _min_max(min), max: _min_max(max), map: _map, filter: _filter,
-    callable: _callable, any: _any_all(any), all: _any_all(all), torch.Size: _torch_size,
+    callable: _callable, any: _any_all(any), all: _any_all(all), torch.Size: _torch_size, sorted: _sorted,
+    functools.reduce: _reduce, itertools.chain: _chain,
 }  # fmt: skip
 
 # Builtins with no side effect: folded when no argument holds a tensor.

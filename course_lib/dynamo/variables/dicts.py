@@ -41,8 +41,8 @@ class DictVar(Var):
             self.real = self._new_real()
             self.real.update(values)
         elif list(values) != list(self.real) or any(values[k] is not self.real[k] for k in values):
-            dict.clear(self.real)
-            dict.update(self.real, values)  # key order follows the Var's (as Python would have it)
+            self.real.clear()
+            self.real.update(values)  # key order follows the Var's (as Python would have it)
         return self.real
 
     def peek(self):

@@ -30,12 +30,15 @@ class ListVar(Var):
     items: list
     kind: str = "list"
     real: Any = dataclasses.field(default=None, kw_only=True)
+    tuple_cls: Any = dataclasses.field(default=None, kw_only=True)  # a namedtuple / torch.return_types class
 
     def as_python(self):
         values = [v.as_python() for v in self.items]
         if self.kind == "tuple":
             if self.real is not None and _same_objects(values, self.real):
                 return self.real
+            if self.tuple_cls is not None:
+                return self.tuple_cls(*values) if hasattr(self.tuple_cls, "_fields") else self.tuple_cls(values)
             return tuple(values)
         if self.real is None:
             self.real = values
@@ -58,6 +61,12 @@ class ListVar(Var):
 
     def describe(self) -> str:
         return f"{self.kind.capitalize()}Variable()"
+
+    def var_getattr(self, tx, name: str) -> Var:
+        fields = field_names(self.tuple_cls)
+        if name in fields:  # p.x on a namedtuple, values on torch.sort's result
+            return tx.use(self.items[fields.index(name)])
+        return super().var_getattr(tx, name)
 
     def has_tensor(self) -> bool:
         return any_tensor(self.items)
@@ -101,6 +110,13 @@ class ListVar(Var):
         if name in ("index", "count"):
             raise Unsupported(f"{self.kind}.{name} compares tensors, which needs their data")
         return super().call_method(tx, name, args, kwargs)
+
+
+def field_names(cls: Any) -> tuple:
+    """The field names of a namedtuple or a ``torch.return_types`` structseq (else ``()``)."""
+    if cls is None:
+        return ()
+    return tuple(getattr(cls, "_fields", None) or getattr(cls, "__match_args__", ()))
 
 
 # --- list methods: one rule each (Dynamo: ListVariable.call_method) ---------------------------

@@ -1,0 +1,57 @@
+"""Record ``torch._dynamo.explain`` on every corpus function (graph count, graph-break count,
+number of break reasons) into torch_explain.json, beside course_lib.dynamo's counts.
+
+Usage: .venv/bin/python -m tests.dynamo_corpus.record_torch   (about a minute on 2 cores)
+tests/test_dynamo_functions.py reads the file: it checks that every function that agreed with
+torch when recorded still agrees (when the installed torch is the recorded version).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+sys.path.insert(0, str(HERE.parent))
+
+
+def torch_counts(fn, make_args) -> list | str:
+    import contextlib
+    import io
+
+    from course_lib import compat
+
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            e = compat.dynamo_explain(fn, *make_args())
+        return [e.graph_count, e.graph_break_count, len(e.break_reasons)]
+    except Exception:  # the function raises on purpose, or Dynamo gives up
+        return "raised"
+    finally:
+        compat.dynamo_reset()
+
+
+def main() -> None:
+    import torch
+
+    from dynamo_corpus.functions import CASES
+    from dynamo_corpus.harness import run_ours
+
+    rows = {}
+    for name, fn, make_args in CASES:
+        _, e = run_ours(fn, make_args)
+        ours = [e.graph_count, e.graph_break_count, len(e.break_reasons)] if e is not None else "raised"
+        rows[name] = {"torch": torch_counts(fn, make_args), "ours": ours}
+    agree = sum(r["torch"] == r["ours"] for r in rows.values())
+    out = {"torch": torch.__version__, "python": sys.version.split()[0], "agree": agree, "total": len(rows),
+           "cases": rows}  # fmt: skip
+    (HERE / "torch_explain.json").write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    print(f"agree {agree} of {len(rows)}")
+
+
+if __name__ == "__main__":
+    main()
