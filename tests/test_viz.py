@@ -15,7 +15,7 @@ SAMPLES = {
     "cpp": "#pragma omp parallel for\nfor (long i = 0; i < n; ++i) out[i] = in[i];\n",
     "asm": "vaddps %ymm1, %ymm0, %ymm0\nret\n",
     "amdgcn": "v_add_f32_e32 v0, v0, v1\ns_endpgm\n",
-    "ttir": '%0 = tt.get_program_id x : i32 loc(#loc1)\n%1 = arith.muli %0, %c1024_i32 : i32',
+    "ttir": "%0 = tt.get_program_id x : i32 loc(#loc1)\n%1 = arith.muli %0, %c1024_i32 : i32",
     "ttgir": "#blocked = #ttg.blocked<{sizePerThread = [4], threadsPerWarp = [32]}>\n"
     "%2 = tt.load %1 : tensor<1024x!tt.ptr<f32>, #blocked>",
     "sass": "        /*0000*/                   LDC R1, c[0x0][0x28] ;\n        /*0010*/  @!P0   EXIT ;",
@@ -136,7 +136,11 @@ def test_interact_builds_one_widget_per_knob(monkeypatch):
     monkeypatch.setattr(ipywidgets, "interact", lambda fn, **w: seen.update(w))
     viz.interact(_show_tile, tile=viz.choice([2, 4, 8], style="slider"), n=(1, 64, 1), fast=True)
     assert isinstance(seen["tile"], ipywidgets.SelectionSlider) and seen["tile"].value == 2
-    assert isinstance(seen["n"], ipywidgets.IntSlider) and (seen["n"].min, seen["n"].max, seen["n"].value) == (1, 64, 32)
+    assert isinstance(seen["n"], ipywidgets.IntSlider) and (seen["n"].min, seen["n"].max, seen["n"].value) == (
+        1,
+        64,
+        32,
+    )
     assert isinstance(seen["fast"], ipywidgets.Checkbox) and seen["fast"].value is True
     # a real interactive widget re-renders its output when a control moves
     w = ipywidgets.interactive(_show_tile, tile=viz._widget(ipywidgets, "tile", viz.choice([2, 4, 8], value=4)))
