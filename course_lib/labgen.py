@@ -17,6 +17,10 @@ A learner's work is never overwritten: ``labs/.manifest.json`` records the SHA-2
 lab as generated, and a lab whose bytes no longer match it (the learner edited or ran it) is
 left alone unless ``force=True``. :func:`check_in_sync` is the CI check that ``labs/`` is what
 ``solutions/`` generates.
+
+Notebooks are read and written with ``nbformat`` (Jupyter's own library): reading upgrades and
+validates them, writing uses Jupyter's layout (sources as lists of lines, indent 1, sorted keys),
+so a lab opened and saved in JupyterLab without edits keeps its bytes.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import hashlib
 import json
 import pathlib
 import re
+
+import nbformat
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 MANIFEST = ".manifest.json"
@@ -97,9 +103,17 @@ def lab_from_solution(nb: dict, where: str = "notebook") -> dict:
     return lab
 
 
+def reads(text: str, where: str = "notebook") -> nbformat.NotebookNode:
+    """Parse a notebook (upgraded to format 4); a file that is not one is a :class:`LabGenError`."""
+    try:
+        return nbformat.reads(text, as_version=4)
+    except Exception as exc:  # nbformat raises several kinds (NotJSONError, ValidationError, KeyError)
+        raise LabGenError(f"{where} is not a Jupyter notebook: {str(exc).splitlines()[0][:200]}") from None
+
+
 def dumps(nb: dict) -> str:
-    """Deterministic notebook text (the same layout JupyterLab writes: indent 1, sorted keys)."""
-    return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    """Deterministic notebook text, as ``nbformat`` (and so JupyterLab) writes it."""
+    return nbformat.writes(nbformat.from_dict(nb), version=4) + "\n"
 
 
 def sha256(text: str) -> str:
@@ -130,7 +144,7 @@ def _pairs(solutions: pathlib.Path, labs: pathlib.Path):
 
 
 def _generate(sol: pathlib.Path, rel: pathlib.Path) -> str:
-    return dumps(lab_from_solution(json.loads(sol.read_text()), f"solutions/{rel}"))
+    return dumps(lab_from_solution(reads(sol.read_text(), f"solutions/{rel}"), f"solutions/{rel}"))
 
 
 def _load_manifest(labs: pathlib.Path) -> dict[str, str]:

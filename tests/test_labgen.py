@@ -2,6 +2,7 @@
 
 import json
 
+import nbformat
 import pytest
 
 from course_lib import labgen
@@ -131,3 +132,15 @@ def test_repository_labs_are_in_sync_and_every_exercise_is_stubbed():
     for lab in (root / "labs").rglob("*.ipynb"):
         text = lab.read_text()
         assert labgen.BEGIN not in text and labgen.END not in text, lab
+
+
+def test_notebooks_go_through_nbformat(tree):
+    sol, labs = tree
+    labgen.generate(sol, labs)
+    text = (labs / "01_mod" / "01a.ipynb").read_text()
+    nb = nbformat.reads(text, as_version=4)
+    assert nb.nbformat == 4 and text == nbformat.writes(nb) + "\n"  # nbformat's own layout
+    assert isinstance(json.loads(text)["cells"][0]["source"], list)  # lines, as JupyterLab saves them
+    (sol / "01_mod" / "01a.ipynb").write_text("not a notebook")
+    with pytest.raises(labgen.LabGenError, match="solutions/01_mod/01a.ipynb is not a Jupyter notebook"):
+        labgen.generate(sol, labs)
