@@ -22,7 +22,10 @@ def test_make_lab_serves_the_labs_folder():
     args = f"--no-browser --ip=127.0.0.1 --port={port} --IdentityProvider.token={token} --ServerApp.open_browser=False"
     proc = subprocess.Popen(
         ["make", "--no-print-directory", "lab", f"LAB_ARGS={args}"],
-        cwd=env.repo_root(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=env.repo_root(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
         env={**os.environ, "JUPYTER_CONFIG_DIR": os.path.join(env.cache_dir(), "jupyter-test")},
     )
     try:
@@ -35,12 +38,21 @@ def test_make_lab_serves_the_labs_folder():
                 break
             except OSError:
                 time.sleep(1)
-        assert listing is not None, "JupyterLab did not answer:\n" + (proc.stdout.read1().decode() if proc.poll() is not None else "")
+        assert listing is not None, "JupyterLab did not answer:\n" + (
+            proc.stdout.read1().decode() if proc.poll() is not None else ""
+        )
         names = {item["name"] for item in listing["content"]}
         expected = {p.name for p in (env.repo_root() / "labs").iterdir() if not p.name.startswith(".")}
         assert expected and expected <= names
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token={token}", timeout=10) as resp:
             assert resp.status == 200 and b"JupyterLab" in resp.read()
+        # The course's overrides (jupyter-settings/overrides.json) are what this server hands out.
+        plugin = "@jupyterlab/apputils-extension:notification"
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{port}/lab/api/settings/{plugin}?token={token}", timeout=10
+        ) as resp:
+            props = json.load(resp)["schema"]["properties"]
+        assert props["fetchNews"]["default"] == "false" and props["checkForUpdates"]["default"] is False
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
