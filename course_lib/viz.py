@@ -431,6 +431,7 @@ def fx_graph(
     highlight: dict[str, str] | None = None,
     rankdir: str = "TB",
     legend: dict[str, str] | None = None,
+    detail: Any = None,
 ) -> GraphView:
     """A picture of an FX graph: one box per node (name, opcode, target), edges for data flow.
 
@@ -438,6 +439,7 @@ def fx_graph(
     node fields (``op``, ``name``, ``target``, ``args``, ``kwargs``), such as course_lib.fx's.
     ``highlight`` maps node names to fill colours (e.g. saved tensors); ``legend`` maps what a
     colour means to the colour, drawn under the title (wherever colour carries meaning).
+    ``detail(node) -> str``, when given, adds a last line to each box (e.g. the shape ShapeProp found).
     """
     g = getattr(graph, "graph", graph)
     highlight = highlight or {}
@@ -449,8 +451,10 @@ def fx_graph(
     elif title:
         lines.append(f'label="{dot_escape(title)}"; labelloc=t;')
     for node in g.nodes:
-        detail = "" if node.op in ("placeholder", "output") else f"\n{_target_name(node)}"
-        label = dot_escape(f"{node.name}\n[{node.op}]{detail}", record=False).replace("\\l", "\\n")
+        text = "" if node.op in ("placeholder", "output") else f"\n{_target_name(node)}"
+        extra = detail(node) if detail is not None else ""
+        text += f"\n{extra}" if extra else ""
+        label = dot_escape(f"{node.name}\n[{node.op}]{text}", record=False).replace("\\l", "\\n")
         fill = highlight.get(node.name, _OP_COLOURS.get(node.op, "white"))
         lines.append(f'  "{node.name}" [label="{label}", fillcolor="{fill}"];')
     for node in g.nodes:
