@@ -2,8 +2,11 @@
 
 import contextlib
 import dis
+import glob
 import io
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +17,34 @@ import torch
 from course_lib import compat, dynamo
 from course_lib.dynamo import symbolic_convert
 
-PY312 = Path("/root/.pyenv/versions/3.12.1/bin/python")
+
+def _is_python312(path: str) -> bool:
+    try:
+        out = subprocess.run([path, "-c", "import sys; print(sys.version_info[:2] == (3, 12))"],
+                             capture_output=True, text=True, timeout=30)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.stdout.strip() == "True"
+
+
+def find_python312() -> Path | None:
+    """A Python 3.12 interpreter where users keep one: $COURSE_PYTHON312, python3.12 on PATH,
+    pyenv's versions, ``uv python find 3.12``, the usual system and Homebrew places."""
+    candidates = [os.environ.get("COURSE_PYTHON312"), shutil.which("python3.12")]
+    pyenv_root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    candidates += sorted(glob.glob(os.path.join(pyenv_root, "versions", "3.12*", "bin", "python3.12")), reverse=True)
+    if shutil.which("uv"):
+        found = subprocess.run(["uv", "python", "find", "3.12"], capture_output=True, text=True, timeout=60)
+        candidates.append(found.stdout.strip() if found.returncode == 0 else None)
+    candidates += ["/usr/bin/python3.12", "/usr/local/bin/python3.12", "/opt/homebrew/bin/python3.12"]
+    for path in candidates:
+        if path and os.path.exists(path) and _is_python312(path):
+            return Path(path)
+    return None
+
+
+PY312 = find_python312()
+NO_PY312 = "no Python 3.12 found (set COURSE_PYTHON312, or install one with pyenv, uv or the system's packages)"
 
 
 def f_loop(x, ws):
@@ -77,7 +107,7 @@ def test_handlers_cover_every_opcode_the_corpus_uses_on_311():
     assert missing <= {"STORE_ATTR", "LOAD_CLASSDEREF"} or not missing, missing
 
 
-@pytest.mark.skipif(not PY312.exists(), reason="needs a Python 3.12 interpreter for bytecode-only checks")
+@pytest.mark.skipif(PY312 is None, reason=NO_PY312)
 def test_handlers_cover_the_corpus_on_312():
     """Compile the corpus with Python 3.12 (no torch needed) and check every opcode its
     functions use has a handler, and that every handler name is a 3.11 or 3.12 opcode."""
@@ -235,7 +265,7 @@ def _instructions_312(fn, tmp_path):
             for k, (off, op, arg, argval, rep, line, tgt) in enumerate(json.loads(out.stdout))]  # fmt: skip
 
 
-@pytest.mark.skipif(not PY312.exists(), reason="needs a Python 3.12 interpreter for its bytecode")
+@pytest.mark.skipif(PY312 is None, reason=NO_PY312)
 @pytest.mark.parametrize("name", ["print_in_comprehension", "list_comprehension", "print_in_loop"])
 def test_312_bytecode_gives_the_same_counts(name, tmp_path, monkeypatch):
     """Run the translator on the 3.12 bytecode of a corpus case (inlined comprehension: PEP 709)
@@ -256,3 +286,98 @@ def test_312_bytecode_gives_the_same_counts(name, tmp_path, monkeypatch):
     assert torch.allclose(e.out, fn(*make_args()))
     if name == "print_in_comprehension":
         assert printed.getvalue() == "step 0\nstep 1\n" and e.breaks[0].instruction == "BUILD_LIST"
+
+
+# ----------------------------------------------------------------------------- automatic dynamic
+
+
+def _pointwise(x):
+    return x.sin() * 2 + 1
+
+
+def _two_inputs(x, y):
+    return x * y + y
+
+
+def _real_compile_count(fn, calls) -> int:
+    """How many times torch.compile's Dynamo calls its backend for these calls (no graph breaks
+    in these functions, so one backend call per frame compile)."""
+    compat.dynamo_reset()
+    count = [0]
+
+    def backend(gm, example_inputs):
+        count[0] += 1
+        return gm.forward
+
+    compiled = torch.compile(fn, backend=backend)
+    for args in calls:
+        compiled(*args)
+    compat.dynamo_reset()
+    return count[0]
+
+
+SIZE_SEQUENCES = [
+    (_pointwise, [[(2, 3)], [(3, 3)], [(4, 3)], [(5, 3)]]),  # the second size recompiles as s0, then hits
+    (_pointwise, [[(2, 3)], [(3, 3)], [(1, 3)], [(5, 3)], [(1, 3)]]),  # size 1 is specialised: its own entry
+    (_pointwise, [[(2, 3)], [(2, 5)], [(4, 5)], [(6, 7)]]),  # dim 1 then dim 0 become dynamic
+    (_two_inputs, [[(2, 3), (2, 3)], [(4, 3), (4, 3)], [(5, 3), (5, 3)]]),  # one shared symbol
+    (_two_inputs, [[(2, 3), (2, 3)], [(4, 3), (4, 3)], [(5, 3), (1, 3)]]),  # y's size 1 breaks the equality
+]
+
+
+@pytest.mark.parametrize(
+    "fn, shapes", SIZE_SEQUENCES, ids=[f"{f.__name__}-{i}" for i, (f, _) in enumerate(SIZE_SEQUENCES)]
+)
+def test_automatic_dynamic_recompiles_as_often_as_torch(fn, shapes):
+    g = torch.Generator().manual_seed(0)
+    calls = [tuple(torch.randn(*s, generator=g) for s in call) for call in shapes]
+    opt = dynamo.optimize("eager")(fn)
+    for args in calls:
+        assert torch.allclose(opt(*args), fn(*args))
+    assert opt.calls.count("compile") == _real_compile_count(fn, calls), opt.calls
+
+
+def test_dynamic_dims_reach_the_backend_and_the_guards():
+    seen = []
+
+    def backend(gm, example_inputs):  # a torch-style backend: gets a torch.fx.GraphModule
+        seen.append(gm.meta["course_dynamic_dims"])
+        return gm.forward
+
+    opt = dynamo.optimize(dynamo.graph_module_backend(backend))(_two_inputs)
+    for n in (2, 4, 7):
+        x, y = torch.randn(n, 3), torch.randn(n, 3)
+        assert torch.allclose(opt(x, y), _two_inputs(x, y))
+    assert seen == [{}, {0: (0,), 1: (0,)}] and opt.calls == ["compile", "compile", "hit"]
+    text = [str(g) for g in opt.cache[1].guards]
+    assert "L['x']: TENSOR_MATCH dtype=float32 shape=[s0, 3] device=cpu requires_grad=False" in text
+    assert "L['x']: SHAPE_ENV 2 <= L['x'].size()[0]" in text
+    assert "L['y']: SHAPE_ENV L['y'].size()[0] == L['x'].size()[0]" in text
+    assert opt.recompile_reasons == ["tensor L['x'] size mismatch at index 0. expected 2, actual 4"]
+    opt(torch.randn(1, 3), torch.randn(1, 3))  # 0/1 specialisation: 2 <= s0 fails, a static entry
+    assert opt.calls[-1] == "compile" and "2 <= L['x'].size()[0]" in opt.recompile_details[-1][1]
+
+
+def test_a_size_read_into_python_specialises():
+    def reads_size(x):
+        return x.reshape(x.shape[0], -1) * 2
+
+    opt = dynamo.optimize()(reads_size)
+    for n in (2, 3, 3, 4):
+        x = torch.randn(n, 2, 2)
+        assert torch.equal(opt(x), reads_size(x))
+    assert opt.calls == ["compile", "compile", "hit", "compile"]  # no symbol survives the read
+    assert all(entry.dynamic == {} for entry in opt.cache)
+    assert "shape=[3, 2, 2]" in str(opt.cache[1].guards[0])
+
+
+def test_dynamic_true_and_false():
+    always = dynamo.optimize(dynamic=True)(_pointwise)
+    never = dynamo.optimize(dynamic=False)(_pointwise)
+    for n in (2, 3, 4):
+        x = torch.randn(n, 5)
+        assert torch.allclose(always(x), _pointwise(x)) and torch.allclose(never(x), _pointwise(x))
+    assert always.calls == ["compile", "hit", "hit"] and never.calls == ["compile"] * 3
+    assert "shape=[s0, s1]" in str(always.cache[0].guards[0])
+    with pytest.raises(ValueError, match="dynamic must be"):
+        dynamo.optimize(dynamic="yes")(_pointwise)

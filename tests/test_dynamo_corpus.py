@@ -33,7 +33,9 @@ def _same(a, b):
 def test_corpus_is_big_enough():
     assert len(CASES) >= 30
     kinds = {name.split("_")[0] for name in IDS}
-    assert {"print", "loop", "closure", "nested"} <= kinds | {"closure"}
+    assert {"print", "loop", "closure", "nested"} <= kinds, (
+        f"missing kinds: {sorted({'print', 'loop', 'closure', 'nested'} - kinds)}"
+    )
 
 
 @pytest.mark.parametrize("name, fn, make_args, expected", CASES, ids=IDS)

@@ -10,13 +10,19 @@ API::
         .graph_count .graph_break_count (= graph_count - 1, as torch defines it) .break_reasons
         .graphs (course_lib.fx.Graph) .guards (Guard: source, kind, expected; str() readable)
         .ops_per_graph .breaks (every break, BreakRecord) .captured (CapturedGraph) .out
-    optimize(backend="eager")(fn) -> OptimizedFunction   # backend(graph, example_inputs) -> callable
-        .cache (CacheEntry with .guards) .recompile_reasons .calls ("compile"/"hit") .frames_seen
+    optimize(backend="eager", dynamic=None)(fn) -> OptimizedFunction   # backend(graph, example_inputs) -> callable
+        .cache (CacheEntry with .guards, .dynamic) .recompile_reasons .calls ("compile"/"hit") .frames_seen
+        .frame_state (FrameState: automatic dynamic, automatic_dynamic.py)
+    graph_module_backend(compiler) -> backend   # compiler(gm, example_inputs), a torch-style backend;
+        gm = to_graph_module(graph) carries gm.meta["course_dynamic_dims"] = {placeholder position: dims}
     capture(fn, args, kwargs=None, backend="eager") -> (result, OutputGraph)   (.traces, .steps per frame)
     step_table(fn, *args, limit=40) -> table: instruction | stack after it | graph size
-    InstructionTranslator, Unsupported, HANDLED, opcode_coverage()      symbolic_convert.py
-    OutputGraph, CapturedGraph, BreakRecord                             output_graph.py
-    Var kinds (TensorVar, ConstVar, ListVar, ModuleVar, ...), Source, Guard, wrap()   variables.py
+    InstructionTranslator, HANDLED, opcode_coverage()                   symbolic_convert.py (opcode handlers)
+    Unsupported                                                         exc.py
+    OutputGraph, CapturedGraph, BreakRecord, graph_dynamic_dims()       output_graph.py
+    Var kinds with their rules (TensorVar, ListVar, DictVar, ...), wrap()   variables/ (one module per family)
+    Source                                                              source.py
+    Guard (TENSOR_MATCH, SHAPE_ENV, ...)                                guards.py
     bytecode views: instructions(fn), dis_table(fn), show_dis(fn), code_fields(fn),
                     line_table(fn), frame_view(frame)                   bytecode.py
     compare_with_torch(fn, *args) -> dict of our / torch's counts       (uses compat.dynamo_explain)
@@ -29,6 +35,7 @@ the same interpreter (no resume-function bytecode is generated; see symbolic_con
 docstring). How PEP 523 is used: see eval_frame's docstring.
 """
 
+from course_lib.dynamo.automatic_dynamic import FrameState
 from course_lib.dynamo.bytecode import code_fields, dis_table, frame_view, instructions, line_table, show_dis
 from course_lib.dynamo.eval_frame import (
     BACKENDS,
@@ -38,13 +45,18 @@ from course_lib.dynamo.eval_frame import (
     OptimizedFunction,
     capture,
     explain,
+    graph_module_backend,
     optimize,
     run_frame,
     step_table,
+    to_graph_module,
 )  # fmt: skip
-from course_lib.dynamo.output_graph import BreakRecord, CapturedGraph, OutputGraph
-from course_lib.dynamo.symbolic_convert import HANDLED, InstructionTranslator, Unsupported, opcode_coverage
-from course_lib.dynamo.variables import Guard, Source, wrap
+from course_lib.dynamo.exc import Unsupported
+from course_lib.dynamo.guards import Guard
+from course_lib.dynamo.output_graph import BreakRecord, CapturedGraph, OutputGraph, graph_dynamic_dims
+from course_lib.dynamo.source import Source
+from course_lib.dynamo.symbolic_convert import HANDLED, InstructionTranslator, opcode_coverage
+from course_lib.dynamo.variables import wrap
 
 
 def translator_with(**handlers) -> type:
@@ -75,8 +87,9 @@ def compare_with_torch(fn, *args) -> dict:
 
 
 __all__ = [
-    "BACKENDS", "HANDLED", "BreakReason", "BreakRecord", "CacheEntry", "CapturedGraph", "ExplainOutput", "Guard",
-    "InstructionTranslator", "OptimizedFunction", "OutputGraph", "Source", "Unsupported", "capture", "code_fields",
-    "compare_with_torch", "dis_table", "explain", "frame_view", "instructions", "line_table", "opcode_coverage",
-    "optimize", "run_frame", "show_dis", "step_table", "translator_with", "wrap",
+    "BACKENDS", "HANDLED", "BreakReason", "BreakRecord", "CacheEntry", "CapturedGraph", "ExplainOutput", "FrameState",
+    "Guard", "InstructionTranslator", "OptimizedFunction", "OutputGraph", "Source", "Unsupported", "capture",
+    "code_fields", "compare_with_torch", "dis_table", "explain", "frame_view", "graph_dynamic_dims",
+    "graph_module_backend", "instructions", "line_table", "opcode_coverage", "optimize", "run_frame", "show_dis",
+    "step_table", "to_graph_module", "translator_with", "wrap",
 ]  # fmt: skip

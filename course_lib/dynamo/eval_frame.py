@@ -17,7 +17,8 @@ Cache: one list of entries per code object, each with the guards its capture ins
 whose inputs fail every entry's guards recompiles, and the failed guard is recorded
 (``recompile_reasons``), as ``TORCH_LOGS=recompiles`` prints for the real thing. A hit
 re-walks the bytecode with the entry's compiled graphs (no backend call); real Dynamo instead
-runs the bytecode it generated.
+runs the bytecode it generated. A recompile caused by a size change makes that dim dynamic
+(automatic_dynamic.py), so the second size compiles once with a symbol and later sizes hit.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from typing import Any
 import torch
 
 from course_lib import compat
+from course_lib.dynamo.automatic_dynamic import FrameState
 from course_lib.dynamo.guards import Guard
-from course_lib.dynamo.output_graph import BreakRecord, CapturedGraph, OutputGraph
+from course_lib.dynamo.output_graph import BreakRecord, CapturedGraph, OutputGraph, graph_dynamic_dims
 from course_lib.dynamo.source import Source
 from course_lib.dynamo.symbolic_convert import InstructionTranslator, frame_unsupported
 from course_lib.dynamo.variables import CellVar, wrap
@@ -52,11 +54,32 @@ def python_backend(graph, example_inputs):
     return fx.compile_graph(graph)
 
 
-def torch_fx_backend(graph, example_inputs):
-    """Convert to a real ``torch.fx.GraphModule`` and run that."""
+def to_graph_module(graph):
+    """A real ``torch.fx.GraphModule`` of a captured graph, with
+    ``gm.meta["course_dynamic_dims"] = {placeholder position: dynamic dims}`` (empty when static):
+    the contract between course_lib.dynamo and a torch-style backend such as
+    ``course_lib.inductor.compile_fx``."""
     from course_lib import fx
 
-    return fx.to_torch_fx(graph)
+    gm = fx.to_torch_fx(graph)
+    gm.meta["course_dynamic_dims"] = graph_dynamic_dims(graph)
+    return gm
+
+
+def graph_module_backend(compiler: Callable) -> Callable:
+    """Wrap a torch-style backend ``compiler(gm, example_inputs)`` (a torch.compile backend such
+    as ``course_lib.inductor.compile_fx``) so course_lib.dynamo can call it with its graphs."""
+
+    def backend(graph, example_inputs):
+        return compiler(to_graph_module(graph), example_inputs)
+
+    backend.__name__ = getattr(compiler, "__name__", "graph_module_backend")
+    return backend
+
+
+def torch_fx_backend(graph, example_inputs):
+    """Convert to a real ``torch.fx.GraphModule`` (with ``meta["course_dynamic_dims"]``) and run that."""
+    return to_graph_module(graph)
 
 
 BACKENDS = {"eager": eager_backend, "python": python_backend, "torch_fx": torch_fx_backend}
@@ -192,13 +215,15 @@ class ExplainOutput:
 
 
 def capture(fn: Any, args: tuple, kwargs: dict | None = None, backend: str | Callable = "eager",
-            compiled_cache: dict | None = None, translator_cls: type | None = None) -> tuple[Any, OutputGraph]:  # fmt: skip
+            compiled_cache: dict | None = None, translator_cls: type | None = None,
+            dynamic: dict[str, dict[int, str]] | None = None) -> tuple[Any, OutputGraph]:  # fmt: skip
     """Translate ``fn(*args)`` once: (result, OutputGraph with graphs, guards, breaks).
 
     ``translator_cls`` (a subclass of InstructionTranslator) is the hook a lab uses to plug in
-    opcode handlers written by the learner.
+    opcode handlers written by the learner. ``dynamic`` maps input sources (``"L['x']"``) to
+    ``{dim: size symbol}`` (what automatic dynamic decided).
     """
-    output = OutputGraph(lookup_backend(backend), compiled_cache)
+    output = OutputGraph(lookup_backend(backend), compiled_cache, dynamic)
     output.translator_cls = translator_cls
     prior = compat.dynamo_set_eval_frame(_frame_logger(output))
     try:
@@ -254,6 +279,7 @@ class CacheEntry:
     guards: list[Guard]
     compiled_cache: dict
     graphs: list[CapturedGraph]
+    dynamic: dict[str, dict[int, str]] = dataclasses.field(default_factory=dict)  # source -> {dim: symbol}
 
     def first_failure(self, f_locals: dict[str, Any]) -> str | None:
         for guard in self.guards:
@@ -266,9 +292,13 @@ class CacheEntry:
 class OptimizedFunction:
     """``optimize(backend)(fn)``: a callable with a guard-keyed cache of captures."""
 
-    def __init__(self, fn: Any, backend: str | Callable = "eager"):
+    def __init__(self, fn: Any, backend: str | Callable = "eager", dynamic: bool | None = None):
+        if dynamic not in (None, True, False):
+            raise ValueError(f"dynamic must be None (automatic), True or False, got {dynamic!r}")
         self.fn = fn
         self.backend = lookup_backend(backend)
+        self.dynamic = dynamic  # None: automatic dynamic (torch's default); False: always static
+        self.frame_state = FrameState(all_dynamic=dynamic is True)
         self.cache: list[CacheEntry] = []
         self.recompile_reasons: list[str] = []
         self.recompile_details: list[list[str]] = []
@@ -281,7 +311,9 @@ class OptimizedFunction:
         for entry in self.cache:
             failure = entry.first_failure(f_locals)
             if failure is None:
-                result, output = capture(self.fn, args, kwargs, self.backend, entry.compiled_cache)
+                result, output = capture(
+                    self.fn, args, kwargs, self.backend, entry.compiled_cache, dynamic=entry.dynamic
+                )
                 self.calls.append("hit")
                 self.frames_seen.extend(output.__dict__.get("frames_seen", []))
                 return result
@@ -290,8 +322,12 @@ class OptimizedFunction:
             self.recompile_reasons.append(failures[0])
             self.recompile_details.append(failures)
         compiled_cache: dict = {}
-        result, output = capture(self.fn, args, kwargs, self.backend, compiled_cache)
-        self.cache.append(CacheEntry(list(output.guards.values()), compiled_cache, list(output.graphs)))
+        dynamic = self.frame_state.dynamic_dims(f_locals) if self.dynamic is not False else {}
+        result, output = capture(self.fn, args, kwargs, self.backend, compiled_cache, dynamic=dynamic)
+        guards = list(output.guards.values())
+        self.cache.append(CacheEntry(guards, compiled_cache, list(output.graphs), output.dynamic))
+        if self.dynamic is not False:
+            self.frame_state.record(guards, f_locals)
         self.calls.append("compile")
         self.frames_seen.extend(output.__dict__.get("frames_seen", []))
         return result
@@ -301,14 +337,17 @@ class OptimizedFunction:
         return f"<optimized {name}: {len(self.cache)} cache entries>"
 
 
-def optimize(backend: str | Callable = "eager") -> Callable[[Any], OptimizedFunction]:
+def optimize(backend: str | Callable = "eager", dynamic: bool | None = None) -> Callable[[Any], OptimizedFunction]:
     """``optimize(backend)(fn)`` like ``torch._dynamo.optimize`` / ``torch.compile(backend=...)``.
 
     ``backend(graph, example_inputs) -> callable`` gets a course_lib.fx Graph; the names
-    "eager", "python" and "torch_fx" pick the backends defined here.
+    "eager", "python" and "torch_fx" pick the backends defined here; wrap a torch-style backend
+    (``gm, example_inputs``) with :func:`graph_module_backend`. ``dynamic`` as torch.compile's:
+    None (default) is automatic dynamic, True makes every input dim a symbol from the first
+    compile, False never does.
     """
 
     def decorate(fn):
-        return OptimizedFunction(fn, backend)
+        return OptimizedFunction(fn, backend, dynamic)
 
     return decorate
