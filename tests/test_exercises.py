@@ -413,3 +413,31 @@ def test_matmul_k_loop_checked_on_ragged_and_transposed_inputs():
     assert oracles.check_matmul_kernel(_mm).ok
     v = oracles.check_matmul_kernel(_mm_assumes_contiguous)
     assert not v.ok and "transposed" in v.message
+
+
+# ----------------------------------------------------------------------------- 05a: wavefronts (replaces padded_index)
+
+
+def test_wavefront_count_needs_distinct_words_per_bank():
+    import numpy as np
+
+    from course_lib.gpu import memory
+
+    lanes = np.arange(32)
+    cases = [lanes * 4, lanes * 128, lanes * 132, np.full(32, 28), (lanes // 4) * 64]
+
+    def solution(a):
+        words = np.unique(np.asarray(a) // 4)
+        return int(np.bincount(words % 32, minlength=32).max())
+
+    def counts_lanes(a):  # wrong: a broadcast is not a conflict
+        return int(np.bincount((np.asarray(a) // 4) % 32, minlength=32).max())
+
+    def run(fn):
+        return check.Lab("t").run("w", lambda: [fn(a) for a in cases], expected=lambda: [memory.bank_wavefronts(a) for a in cases],
+                                  compare=check.per_input([str(k) for k in range(len(cases))]),
+                                  guard=["course_lib.gpu.memory:bank_wavefronts"])  # fmt: skip
+
+    assert run(solution).passed
+    assert run(counts_lanes).status == check.FAILED
+    assert "reference" in run(lambda a: memory.bank_wavefronts(a)).message
