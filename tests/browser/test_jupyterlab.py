@@ -77,6 +77,7 @@ KNOWN_SILENT_CHECKS = {
     "read a vectorisation report",  # 06a
     "packed or scalar",  # 06a
     "read the vector call",  # 06a
+    "predict: how wide gcc vectorises",  # 06a
     "roofline bound",  # 06b
     "predict the SLEEF name",  # 06c
 }
