@@ -136,19 +136,26 @@ def aot_panes(rec, src: Source) -> tuple[list[Pane], list[dict]]:
         if info["backward"] and info["gi"] in fwd_of:
             names = {n.name for n in info["graph"].nodes if n.op == "placeholder" and not n.name.startswith("tangents")}
             saved_by_fwd[fwd_of[info["gi"]]] = names
+    by_seq = _roots_by_seq_nr(infos)
     for info in infos:
         ci, gi, graph, backward = info["ci"], info["gi"], info["graph"], info["backward"]
         key, fwd_key = f"real.aot{ci}", f"real.aot{fwd_of.get(gi, ci)}"
         fx_ids = {f"real.fx{gi}:{n.name}" for n in rec["gms"][gi].graph.nodes} if gi < len(rec["gms"]) else set()
+        fx_by_line = _fx_nodes_by_line(rec["gms"][gi], gi, src) if gi < len(rec["gms"]) else {}
 
-        def sources(node, key=key, fwd_key=fwd_key, backward=backward, gi=gi, fx_ids=fx_ids):
+        def sources(node, key=key, fwd_key=fwd_key, backward=backward, gi=gi, fx_ids=fx_ids, fx_by_line=fx_by_line):
             roots = [f"real.fx{gi}:{name}" for name, _ in compat.fx_node_origins(node)]
             roots = [r for r in roots if r in fx_ids]
             if roots:
                 return roots, True
             if backward and node.op == "placeholder" and not node.name.startswith("tangents"):
                 return [f"{fwd_key}:{node.name}"], True  # a saved tensor: the forward node of that name
+            same_op = [f"real.fx{gi}:{n}" for n in by_seq.get((gi, node.meta.get("seq_nr")), ())]
+            if same_op and all(i in fx_ids for i in same_op):
+                return same_op, True  # made by the same autograd op (seq_nr) as nodes that have from_node
             line = line_of_stack_trace(node.meta.get("stack_trace"), src)
+            if line and fx_by_line.get(line):
+                return fx_by_line[line], False  # the Dynamo nodes of that line: which one is not recorded
             if line:
                 return [line], True
             if node.op == "placeholder" and node.name.startswith("primals"):
@@ -170,6 +177,30 @@ def aot_panes(rec, src: Source) -> tuple[list[Pane], list[dict]]:
         panes.append(Pane(key, "real", "aot", title, lines, "python", note))
         info["key"] = key
     return panes, infos
+
+
+def _roots_by_seq_nr(infos) -> dict:
+    """``(dynamo graph, seq_nr) -> Dynamo node names`` from every node that has ``from_node``.
+
+    Autograd numbers each forward op (``seq_nr``) and gives its backward nodes the same number."""
+    out: dict = {}
+    for info in infos:
+        for node in info["graph"].nodes:
+            seq = node.meta.get("seq_nr")
+            roots = [name for name, _ in compat.fx_node_origins(node)]
+            if seq is not None and roots:
+                out.setdefault((info["gi"], seq), [])
+                out[(info["gi"], seq)] += [r for r in roots if r not in out[(info["gi"], seq)]]
+    return out
+
+
+def _fx_nodes_by_line(gm, gi: int, src: Source) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for node in gm.graph.nodes:
+        line = line_of_stack_trace(node.meta.get("stack_trace"), src)
+        if line and node.op not in ("placeholder", "output"):
+            out.setdefault(line, []).append(f"real.fx{gi}:{node.name}")
+    return out
 
 
 def graph_of(rec, key: str):
