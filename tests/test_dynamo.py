@@ -381,3 +381,19 @@ def test_dynamic_true_and_false():
     assert "shape=[s0, s1]" in str(always.cache[0].guards[0])
     with pytest.raises(ValueError, match="dynamic must be"):
         dynamo.optimize(dynamic="yes")(_pointwise)
+
+
+def test_automatic_dynamic_end_to_end_through_course_inductor():
+    """course_lib.dynamo marks the size dynamic on the second size; course_lib.inductor compiles one
+    C++ graph with a size argument that then serves every later size (no further compile)."""
+    from course_lib.inductor import compile_fx
+
+    record = []
+    opt = dynamo.optimize(dynamo.graph_module_backend(lambda gm, ex: compile_fx(gm, ex, record=record)))(_two_inputs)
+    g = torch.Generator().manual_seed(0)
+    for n in (2, 3, 5, 8):
+        x, y = torch.randn(n, 4, generator=g), torch.randn(n, 4, generator=g)
+        assert torch.allclose(opt(x, y), _two_inputs(x, y), atol=1e-6)
+    assert opt.calls == ["compile", "compile", "hit", "hit"]
+    assert [kind for kind, _ in record] == ["compiled", "compiled"]
+    assert [compiled.dynamic for _, compiled in record] == [False, True]
