@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from course_lib.fx import Graph, Node, map_arg
+from course_lib.fx.interpreter import fetch_attr
 
 aten = torch.ops.aten
 
@@ -205,6 +206,10 @@ class _Functionalizer:
             return self.call_variant(node, FUNCTIONAL_VARIANT[op], args, kwargs)
         written = _written_args(op)
         if not written:
+            if op is aten.view.default:
+                # the trace saw a contiguous input; after decomposition it may not be (an attention
+                # written as bmm + permute): reshape copies only when a view is impossible
+                op = aten.reshape.default
             out = op(*args, **kwargs)
             src = _view_source(op)
             if src is not None and isinstance(node.args[src], Node) and isinstance(out, torch.Tensor):
@@ -237,6 +242,8 @@ class _Functionalizer:
         for node in self.graph.nodes:
             if node.op == "call_function":
                 self.env[node] = self.call(node)
+            elif node.op == "get_attr":  # a constant make_fx lifted (a mask, a table of sines)
+                self.env[node] = fetch_attr(self.graph.owning_module, node.target)
             elif node.op == "output":
                 outs = self.read(node.args[0])
         outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 
 from course_lib.decomp import kind
 from course_lib.fx import Graph, Node
@@ -184,11 +185,22 @@ def saved_for_min_cut(joint) -> list[Node]:
 SAVERS = {"default": saved_for_default, "min_cut": saved_for_min_cut}
 
 
+def _tensors_only(saved: list[Node]) -> list[Node]:
+    """A multi-output op (max pooling's values and indices) is saved as its ``getitem`` outputs:
+    only tensors cross from forward to backward (torch saves the same way)."""
+    out: list[Node] = []
+    for n in saved:
+        items = [u for u in n.users if u.op == "call_function" and u.target is operator.getitem]
+        pick = items if isinstance(n.meta.get("val"), (tuple, list)) and items else [n]
+        out.extend(p for p in pick if p not in out)
+    return out
+
+
 def partition(joint, method: str = "default") -> Partition:
     """Split ``joint`` with ``method`` ("default" or "min_cut") and report what it saves."""
     if method not in SAVERS:
         raise ValueError(f"unknown partition method {method!r}; expected one of {sorted(SAVERS)}")
-    saved = SAVERS[method](joint)
+    saved = _tensors_only(SAVERS[method](joint))
     fw_outs, bw, grads, primals = _split(joint)
     forward = subgraph(joint.graph, primals, fw_outs + saved)
     backward = subgraph(joint.graph, saved + joint.tangents, grads)

@@ -346,6 +346,18 @@ def unbind(g: list, out: list, x: Tensor, dim: int = 0) -> tuple:
     return aten.cat.default([aten.view.default(p, one) for p in _pieces(g, out)], dim), None
 
 
+@derivative(aten.constant_pad_nd.default)
+def constant_pad_nd(g: Tensor, out: Tensor, x: Tensor, pad, value: float = 0) -> tuple:
+    """Padding (last dim first, ``[left, right, ...]``): the gradient is g with the border cut off."""
+    for i in range(len(pad) // 2):
+        dim, left = x.dim() - 1 - i, pad[2 * i]
+        if left < 0 or pad[2 * i + 1] < 0:
+            raise NotImplementedError("constant_pad_nd backward: the course handles non-negative padding")
+        if left or pad[2 * i + 1]:
+            g = aten.slice.Tensor(g, dim, left, left + x.shape[dim])
+    return g, None, None
+
+
 @derivative(aten.max_pool2d_with_indices.default)
 def max_pool2d_with_indices(g: list, out: tuple, x: Tensor, kernel_size, stride=(), padding=(0,), dilation=(1,),
                             ceil_mode: bool = False) -> tuple:  # fmt: skip
