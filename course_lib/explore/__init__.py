@@ -49,13 +49,15 @@ def _check_inputs(fn, example_inputs) -> None:
         raise TypeError(f"explore's example inputs must be tensors or numbers, got {', '.join(bad)}")
 
 
-def explore(fn, *example_inputs, train: bool = False, backend: str = "both", progress: bool = False) -> Exploration:
+def explore(fn, *example_inputs, train: bool = False, backend: str = "both", ptx: bool = True,
+            progress: bool = False) -> Exploration:  # fmt: skip
     """Compile ``fn(*example_inputs)`` through the real stack and through course_lib.
 
     ``train=True`` also runs backward on the output (summed), so AOT's backward graph and its
     kernels appear; give the inputs to differentiate ``requires_grad=True``. A function that
     calls ``.backward()`` itself (a training step) shows its backward with ``train=False``.
     ``backend``: ``"both"`` (default), ``"real"`` or ``"course"``: which side to compile.
+    ``ptx=False`` stops the course side at its C++ kernels (no Triton compile: faster).
     """
     from course_lib.explore import course, real
     from course_lib.explore.source import python_pane, source_of
@@ -70,7 +72,8 @@ def explore(fn, *example_inputs, train: bool = False, backend: str = "both", pro
             continue
         t0 = time.perf_counter()
         try:
-            side_panes, recs[side] = module.panes(fn, list(example_inputs), src, train)
+            extra = {"ptx": ptx} if side == "course" else {}
+            side_panes, recs[side] = module.panes(fn, list(example_inputs), src, train, **extra)
         except Exception as exc:  # one side failing still shows the other, with the reason
             reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
             notes.append(f"the {side} side could not compile this function ({reason})")

@@ -53,7 +53,7 @@ def _stamping_translator(src: Source):
     return Stamping
 
 
-def capture(fn, args, train: bool, src: Source) -> dict:
+def capture(fn, args, train: bool, src: Source, ptx: bool = True) -> dict:
     """Run course_lib.dynamo over ``fn(*args)``; each graph goes through the course pipeline."""
     import torch
 
@@ -65,7 +65,7 @@ def capture(fn, args, train: bool, src: Source) -> dict:
         entry = {"graph": graph, "inputs": list(example_inputs)}
         graphs.append(entry)
         try:
-            entry.update(compile_graph_both(graph, list(example_inputs), train))
+            entry.update(compile_graph_both(graph, list(example_inputs), train, ptx))
         except Exception as exc:  # the course pipeline cannot take this graph: say so, run it plainly
             entry["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
         from course_lib import fx
@@ -99,7 +99,7 @@ class _nothing:
         return False
 
 
-def compile_graph_both(graph, inputs, train: bool) -> dict:
+def compile_graph_both(graph, inputs, train: bool, ptx: bool = True) -> dict:
     """ATen graph(s) of one Dynamo graph and their kernels, C++ and Triton.
 
     Module parameters are lifted to graph inputs first (as AOT Autograd does), so the kernels
@@ -118,10 +118,10 @@ def compile_graph_both(graph, inputs, train: bool) -> dict:
     if not wants_grad:
         args = plain + [p.detach() for p in params]
         aten = compat.fx_trace_keeping_meta(lifted, args, decomp.DECOMPOSITIONS)
-        return {"parts": [{"kind": "forward", "graph": graph, "aten": aten, "inputs": args, **_kernels(aten, args)}]}
+        return {"parts": [{"kind": "forward", "graph": graph, "aten": aten, "inputs": args, **_kernels(aten, args, ptx)}]}
     args = [a.detach().requires_grad_(a.requires_grad) for a in inputs]
     args += [p.detach().requires_grad_(p.requires_grad) for p in params]
-    return {"parts": _train_parts(lifted, args)}
+    return {"parts": _train_parts(lifted, args, ptx)}
 
 
 def _lift_parameters(gm):
@@ -150,7 +150,7 @@ def _lift_parameters(gm):
     return gm, tensors
 
 
-def _kernels(aten, inputs) -> dict:
+def _kernels(aten, inputs, ptx: bool = True) -> dict:
     from course_lib.inductor import compile_graph
 
     out = {}
@@ -158,6 +158,8 @@ def _kernels(aten, inputs) -> dict:
         out["cpp"] = compile_graph(aten, inputs, codegen="cpp")
     except Exception as exc:
         out["cpp_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    if not ptx:
+        return out
     try:
         tri = compile_graph(aten, inputs, codegen="triton")
         out["triton"] = tri
@@ -175,7 +177,7 @@ def _compile_to_ptx(compiled) -> dict:
     return compile_to_ptx(compiled)
 
 
-def _train_parts(gm, inputs) -> list[dict]:
+def _train_parts(gm, inputs, ptx: bool = True) -> list[dict]:
     """course_lib.aot: joint graph, partition (min-cut), then both graphs through the pipeline."""
     import torch
 
@@ -202,9 +204,9 @@ def _train_parts(gm, inputs) -> list[dict]:
     bw_aten = compat.fx_trace_keeping_meta(bw_gm, bw_inputs, None)
     return [
         {"kind": "forward", "graph": part.forward, "aten": fwd_aten, "inputs": plain, "joint": joint,
-         "saved": list(part.saved), **_kernels(fwd_aten, plain)},
+         "saved": list(part.saved), **_kernels(fwd_aten, plain, ptx)},
         {"kind": "backward", "graph": part.backward, "aten": bw_aten, "inputs": bw_inputs, "joint": joint,
-         **_kernels(bw_aten, bw_inputs)},
+         **_kernels(bw_aten, bw_inputs, ptx)},
     ]  # fmt: skip
 
 
@@ -490,7 +492,7 @@ def kernel_panes(rec) -> list[Pane]:
     return panes
 
 
-def panes(fn, args, src: Source, train: bool) -> tuple[list[Pane], dict]:
-    rec = capture(fn, args, train, src)
+def panes(fn, args, src: Source, train: bool, ptx: bool = True) -> tuple[list[Pane], dict]:
+    rec = capture(fn, args, train, src, ptx)
     out = dynamo_panes(rec, src, fn) + aten_panes(rec, src) + kernel_panes(rec)
     return out, rec

@@ -132,8 +132,27 @@ class Exploration:
 
         return inline(self)
 
+    def show(self, *stages: str, height: int = 720):
+        """The inline page with only the panes of ``stages`` open (``ex.show("fx", "guards")``)."""
+        from course_lib.explore.page import inline
+
+        return _Html(inline(self, height, stages or None))
+
     def save(self, path) -> str:
         import pathlib
 
         pathlib.Path(path).write_text(self.html(), encoding="utf-8")
         return str(path)
+
+
+@dataclasses.dataclass
+class _Html:
+    """An HTML snippet a notebook displays (``_repr_html_``); prints as one line of text."""
+
+    html: str
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def __str__(self) -> str:
+        return "<stack explorer page: open in JupyterLab to click through it>"

@@ -126,7 +126,8 @@ def _pane_html(p: Pane, open_: bool) -> str:
     )
 
 
-def render(ex: Exploration) -> str:
+def render(ex: Exploration, open_stages: tuple[str, ...] | None = None) -> str:
+    """The page; ``open_stages`` (e.g. ``("fx", "guards")``) opens only those panes at first."""
     prov = {ln.id: list(ln.sources) for p in ex.panes for ln in p.lines if ln.sources}
     summary = "".join(
         f"<tr><td>{html.escape(s)}</td><td>{html.escape(c)}</td><td>{html.escape(r)}</td></tr>" for s, c, r in ex.summary
@@ -136,7 +137,8 @@ def render(ex: Exploration) -> str:
     cols = []
     for side, head in (("course", "course_lib"), ("real", "real stack (torch.compile / Inductor)")):
         panes = [p for p in ex.panes if p.side == side]
-        body = "".join(_pane_html(p, len(p.lines) <= COLLAPSE_OVER) for p in panes) or "<p>(not compiled)</p>"
+        opened = [(len(p.lines) <= COLLAPSE_OVER) if open_stages is None else (p.stage in open_stages) for p in panes]
+        body = "".join(_pane_html(p, o) for p, o in zip(panes, opened)) or "<p>(not compiled)</p>"
         cols.append(f"<div class='col' id='col-{side}'><h2>{head}</h2>{body}</div>")
     data = json.dumps(prov, separators=(",", ":")).replace("</", "<\\/")
     via_data = json.dumps([ln.id for p in ex.panes for ln in p.lines if ln.via == "data"]).replace("</", "<\\/")
@@ -157,9 +159,9 @@ def render(ex: Exploration) -> str:
     )
 
 
-def inline(ex: Exploration, height: int = 720) -> str:
+def inline(ex: Exploration, height: int = 720, open_stages: tuple[str, ...] | None = None) -> str:
     """The page inside an ``<iframe srcdoc>``: its script and styles stay out of the notebook's."""
     return (
-        f"<iframe srcdoc=\"{html.escape(render(ex), quote=True)}\" "
+        f"<iframe srcdoc=\"{html.escape(render(ex, open_stages), quote=True)}\" "
         f"style='width:100%;height:{height}px;border:1px solid #cfd8dc' sandbox='allow-scripts'></iframe>"
     )
