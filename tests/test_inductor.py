@@ -201,7 +201,7 @@ def test_random_graphs_every_rung_matches_eager(spec, shape):
     gm = _trace(fn, *args)
     for fusion in ("unfused", "vertical", "greedy"):
         got = ind.compile_graph(gm, list(args), fusion=fusion, codegen="python")(*args)
-        for r, g in zip(ref, got):
+        for r, g in zip(ref, got, strict=True):
             torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-4, equal_nan=True)
 
 
@@ -240,7 +240,7 @@ def test_random_graphs_compiled_with_gcc():
         fn = build_random(spec, 4, 8)
         args = _inputs(4, 8)
         got = ind.compile_graph(_trace(fn, *args), list(args))(*args)
-        for r, g in zip(fn(*args), got):
+        for r, g in zip(fn(*args), got, strict=True):
             torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-4, equal_nan=True)
 
 
@@ -256,7 +256,7 @@ def test_in_place_only_when_no_later_store_reads_the_donor():
     for fusion in ("unfused", "greedy"):
         for codegen in ("python", "cpp"):
             c = ind.compile_graph(_trace(f, x, s), [x, s], fusion=fusion, codegen=codegen)
-            for got, want in zip(c(x, s), f(x, s)):
+            for got, want in zip(c(x, s), f(x, s), strict=True):
                 torch.testing.assert_close(got, want)
 
 

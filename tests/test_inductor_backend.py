@@ -206,6 +206,6 @@ def test_course_aot_pipeline_forward_and_backward(fn, monkeypatch):
     ref = fn(*ref_args)
     ref.backward()
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
-    for a, b in zip(grads, ref_args):
+    for a, b in zip(grads, ref_args, strict=True):
         torch.testing.assert_close(a, b.grad, rtol=1e-4, atol=1e-5)
     assert [k for k, _ in record] == ["compiled", "compiled"]

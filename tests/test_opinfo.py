@@ -130,7 +130,7 @@ def test_linear_bias_grad_without_batch_dim():
     grads = torch.autograd.grad(got, params, torch.ones(4))
     ref = [t.clone().requires_grad_() for t in (x, w, b)]
     want = torch.autograd.grad(torch.nn.functional.linear(*ref), ref, torch.ones(4))
-    for g, e in zip(grads, want):
+    for g, e in zip(grads, want, strict=True):
         torch.testing.assert_close(g, e)
 
 
