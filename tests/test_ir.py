@@ -95,8 +95,11 @@ def test_golden_printed_ir(fn):
     f = ir.from_python(fn)
     text = f"; from_python\n{f}\n; to_ssa\n{ir.to_ssa(f)}\n; optimize\n{ir.optimize(f)}"
     path = DATA / f"{fn.__name__}.ir"
-    if os.environ.get("UPDATE_GOLDEN") == "1" or not path.exists():
+    if os.environ.get("UPDATE_GOLDEN") == "1":
         path.write_text(text)
+    # a missing golden file is a failure, not a new golden: a test that writes its own expectation
+    # cannot fail (regenerate on purpose with UPDATE_GOLDEN=1)
+    assert path.exists(), f"golden file {path.name} is missing; run with UPDATE_GOLDEN=1 to write it"
     assert text == path.read_text()
 
 
