@@ -40,10 +40,12 @@ What this file holds: the opcode handlers and the loop that runs them. What a va
 an opcode meets it (``a + b``, ``obj.method(...)``, ``obj[i]``, ``iter(obj)``, a builtin call) is
 a rule on the value's Var class in variables/, as in torch/_dynamo/variables/.
 
-Frames we cannot translate at all (:func:`frame_unsupported`: generators, ``try``/``with``
-blocks, an opcode without a handler) are not started: the frame runs as plain Python, with the
-reason recorded as a break; an inlined call to such a function is a graph break at its ``CALL``.
-Dynamo handles more of these (it inlines generators and supports ``try`` and context managers).
+Frames we cannot translate at all (:func:`frame_unsupported`: ``try``/``with`` blocks, an
+opcode without a handler, a generator called as the top frame) are not started: the frame runs
+as plain Python, with the reason recorded as a break; an inlined call to such a function is a
+graph break at its ``CALL``. A generator called from traced code is inlined: run to its end at
+once, its yields collected into an iterator (:meth:`InstructionTranslator.inline_generator`),
+unless it has side effects. Dynamo supports ``try`` and context managers too.
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ COMPARE_OPS = {
 UNARY_OPS = {"UNARY_NEGATIVE": operator.neg, "UNARY_INVERT": operator.invert, "UNARY_POSITIVE": operator.pos}
 
 MAX_INLINE_DEPTH = 12
+MAX_GENERATOR_YIELDS = 1000
 
 # co_flags of frames we do not translate (generators and coroutines)
 _GENERATOR_FLAGS = (
@@ -140,6 +143,7 @@ class InstructionTranslator:
         self.trace: list[str] = []  # the instructions run, for step-through views
         self.steps: list[tuple[str, list[str], int]] = []  # (instruction, stack after it, graph size)
         self.skipped = False  # set when a break inside a loop made us give up capturing this frame
+        self.yielded: list[Var] | None = None  # an inlined generator: the values it yielded
         # 3.12 inlined comprehensions: BUILD_LIST/BUILD_MAP index -> index of its outermost END_FOR
         self.comprehensions = comprehension_regions(self.instructions)
         self.checkpoint: tuple | None = None  # state at the comprehension's BUILD_LIST (Dynamo: speculate())
@@ -699,6 +703,20 @@ class InstructionTranslator:
             raise exc from parts[1].as_python()
         raise exc
 
+    # --- generators, inlined as a whole (see inline_generator) ------------------------------------
+    def RETURN_GENERATOR(self, inst):
+        if self.yielded is None:
+            raise Unsupported("a generator frame is only translated when inlined")
+        self.push(ConstVar(None))  # what the first next() sends in, popped by the POP_TOP after it
+
+    def YIELD_VALUE(self, inst):
+        if self.yielded is None:
+            raise Unsupported("yield outside an inlined generator")
+        if len(self.yielded) >= MAX_GENERATOR_YIELDS:
+            raise Unsupported(f"generator yields more than {MAX_GENERATOR_YIELDS} values (endless?)")
+        self.yielded.append(self.pop())
+        self.push(ConstVar(None))  # the value next() sends back
+
     def LOAD_ASSERTION_ERROR(self, inst):
         self.push(BuiltinVar(AssertionError))
 
@@ -890,26 +908,47 @@ class InstructionTranslator:
             )
         else:
             code, globs, defaults, kwdefaults, cells = fn.code, fn.globals, fn.defaults, fn.kwdefaults, fn.closure
-        problem = frame_unsupported(code)
+        problem = frame_unsupported(code, inlining=True)
         if problem is not None:
             raise Unsupported(f"cannot inline {code.co_name}: {problem}")
         bound = bind_arguments(code, defaults, kwdefaults, args, kwargs)
         child = type(self)(code, bound, globs, self.output, dict(zip(code.co_freevars, cells)), parent=self)
         child.eager = self.eager
+        if code.co_flags & inspect.CO_GENERATOR:
+            return self.inline_generator(child)
         result = child.run()
         self.trace.extend("  " + t for t in child.trace)
         return result
 
+    def inline_generator(self, child: InstructionTranslator) -> Var:
+        """Run a generator function to its end now and hand back an iterator over what it yielded
+        (as Dynamo inlines a generator). Running it early is only safe when it has no side
+        effects that the consumer could see in between: a generator that mutates a container or
+        a closure cell is a graph break instead."""
+        child.yielded = []
+        mutated_before, log_before = set(self.output.mutated), len(self.output.mutations)
+        child.run()
+        self.trace.extend("  " + t for t in child.trace)
+        cells_changed = any(isinstance(var, CellVar) for var, _, _ in self.output.mutations[log_before:])
+        if set(self.output.mutated) - mutated_before or cells_changed:
+            raise Unsupported("a generator with side effects cannot be run ahead of its consumer")
+        return IteratorVar(child.yielded)
 
-def frame_unsupported(code: types.CodeType) -> str | None:
-    """Why a frame cannot be translated at all, or None. Such a frame runs as plain Python."""
-    if code.co_flags & _GENERATOR_FLAGS:
+
+def frame_unsupported(code: types.CodeType, inlining: bool = False) -> str | None:
+    """Why a frame cannot be translated at all, or None. Such a frame runs as plain Python.
+    A generator function can be inlined (run to its end), not translated as a frame of its own."""
+    allowed = inspect.CO_GENERATOR if inlining else 0
+    if code.co_flags & _GENERATOR_FLAGS & ~allowed:
         return "generator or coroutine functions are not translated (the frame runs without a graph)"
     instrs = instructions(code)
     comprehensions = comprehension_regions(instrs)
     offsets = [ins.offset for ins in instrs]
     for entry in dis.Bytecode(code).exception_entries:
         start = next((i for i, off in enumerate(offsets) if off >= entry.start), len(offsets))
+        target = next((ins for ins in instrs if ins.offset >= entry.target), None)
+        if target is not None and "STOPITERATION" in target.argrepr:  # 3.12 generators' StopIteration guard
+            continue
         if not any(s <= start <= e for s, e in comprehensions.items()):
             return "try/except or with blocks are not modelled (the frame runs without a graph)"
     missing = sorted({ins.opname for ins in instrs} - set(HANDLED))
