@@ -2,8 +2,10 @@
 (Python 3.12, torch 2.11): the corpus's graph/break counts from both, output equality, and
 which 3.12 opcodes the corpus uses that have no handler.
 
-Usage: python device/record_dynamo.py OUT_DIR      (CPU tensors only; well under a minute)
+Usage: python device/record_dynamo.py OUT_DIR      (CPU tensors only; a few minutes)
 Writes OUT_DIR/dynamo_corpus_py312.json. Copy it to data/dynamo/.
+It also runs the 342-function corpus of tests/dynamo_corpus (results against eager, counts
+against torch._dynamo.explain) under the key "functions".
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "data" / "dynamo"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 
 def _same(a, b):
@@ -74,11 +77,29 @@ def main(out_dir: str) -> None:
         "agree": sum(r["agree"] for r in rows),
         "total": len(rows),
         "unhandled_opcodes_in_corpus": unhandled,
+        "functions": record_functions(),
     }
     recorded.save(
         Path(out_dir) / "dynamo_corpus_py312.json", result, meta={"command": "python device/record_dynamo.py OUT"}
     )
     print(f"{result['agree']}/{result['total']} cases agree; unhandled opcodes: {unhandled}")
+
+
+def record_functions() -> dict:
+    """tests/dynamo_corpus on this machine's Python and torch: wrong results, crashes, agreement."""
+    from dynamo_corpus.functions import CASES
+    from dynamo_corpus.harness import mismatch, run_eager, run_ours
+    from dynamo_corpus.record_torch import torch_counts
+
+    wrong, agree = [], 0
+    for name, fn, make_args in CASES:
+        got, e = run_ours(fn, make_args)
+        problem = mismatch(run_eager(fn, make_args), got)
+        if problem is not None:
+            wrong.append(f"{name}: {problem[:200]}")
+        ours = [e.graph_count, e.graph_break_count, len(e.break_reasons)] if e is not None else "raised"
+        agree += ours == torch_counts(fn, make_args)
+    return {"total": len(CASES), "differ_from_eager": wrong, "agree_with_torch_explain": agree}
 
 
 if __name__ == "__main__":
