@@ -27,13 +27,14 @@ from course_lib.inductor.compile_fx import (
     inner_compiler,
     schedule_graph,
 )
+from course_lib.inductor.fallbacks import FallbackReport, fallback_report
 from course_lib.inductor.ir import Buffer, GraphIR
 from course_lib.inductor.lowering import LOWERINGS, Unsupported, lower
 from course_lib.inductor.scheduler import can_fuse, fuse, kernel_stats, ladder, schedule_stats, unfused
 
 __all__ = [
     "BACKENDS", "LOWERINGS", "Buffer", "CompiledGraph", "GraphIR", "Unsupported", "can_fuse", "compile_fx", "compile_graph",
-    "compile_with_course_aot",
+    "compile_with_course_aot", "FallbackReport", "fallback_report",
     "fuse", "inner_compiler", "kernel_stats", "ladder", "lower", "register", "schedule_graph", "schedule_stats",
     "unfused",
 ]  # fmt: skip

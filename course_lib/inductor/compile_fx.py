@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 
 from course_lib import env
-from course_lib.inductor import interpret
+from course_lib.inductor import fallbacks, interpret
 from course_lib.inductor.codegen import cpp, triton, wrapper
 from course_lib.inductor.ir import GraphIR
 from course_lib.inductor.lowering import Unsupported, lower
@@ -147,7 +147,7 @@ def _give_up(exc: Exception, kind: str, what: str, record: list | None) -> None:
     if os.environ.get("COURSE_INDUCTOR_STRICT") == "1":
         raise exc
     reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
-    log.warning("course_lib.inductor: %s (%s)", what, reason)
+    fallbacks.REPORT.note(kind, what, reason)  # logged once per reason, listed by fallback_report()
     if record is not None:
         record.append((kind, reason))
 

@@ -1,0 +1,111 @@
+"""Benchmark: real models (transformers, tiny configs, random weights) in eager, through
+``torch.compile`` with Inductor, and with ``backend="course_lib"``, in one process.
+
+Per model (course_lib.aot.real_models): cold compile time of one training step (first call,
+forward and backward, minus one eager step; Inductor's cache in a fresh temporary directory),
+and the median runtime of a training step (forward, loss, backward) for eager, Inductor and
+course_lib, timed in interleaved rounds so a noisy neighbour hits all three alike. Prints a
+table, the geomean ratios course/eager, course/Inductor and course's cold compile over
+Inductor's, and which graphs left the course pipeline (a fallback is counted, not hidden).
+Writes ``results_dir/real_models.json``. ``BENCH_MODELS="gpt2 resnet"`` picks a subset.
+The configs are the test suite's (two layers, widths of 32): small enough that per-call
+overhead (Python wrappers, kernel launches) weighs as much as arithmetic.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+import statistics
+import tempfile
+import time
+
+ROUNDS = 7
+
+
+def _step(model, inputs):
+    from course_lib.aot.real_models import loss_of
+
+    model.zero_grad(set_to_none=True)
+    loss = loss_of(model(**inputs))
+    loss.backward()
+    return loss
+
+
+def _fallbacks(records: list) -> list[str]:
+    return [f"{kind}: {reason}" for kind, reason in records if kind != "compiled"]
+
+
+def measure(name: str) -> dict:
+    import copy
+
+    import torch
+
+    from course_lib import compat
+    from course_lib.aot import real_models
+    from course_lib.inductor import compile_fx
+
+    compat.dynamo_reset()
+    base, inputs = real_models.build(name)
+    base.train()
+    records: list = []
+    models = {"eager": base, "inductor": torch.compile(copy.deepcopy(base), backend="inductor"),
+              "course_lib": torch.compile(copy.deepcopy(base),
+                                          backend=lambda gm, ex: compile_fx(gm, ex, record=records))}  # fmt: skip
+    t0 = time.perf_counter()
+    _step(base, inputs)
+    eager_first = time.perf_counter() - t0
+    compile_s = {}
+    for key in ("inductor", "course_lib"):
+        t0 = time.perf_counter()
+        _step(models[key], inputs)
+        compile_s[key] = time.perf_counter() - t0 - eager_first
+    times: dict[str, list[float]] = {k: [] for k in models}
+    for _ in range(ROUNDS):  # interleaved
+        for key, model in models.items():
+            t0 = time.perf_counter()
+            _step(model, inputs)
+            times[key].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {"model": name, "family": real_models.MODELS[name].family, "runtime_s": med, "compile_s": compile_s,
+            "course_vs_eager": med["course_lib"] / med["eager"],
+            "course_vs_inductor": med["course_lib"] / med["inductor"],
+            "cold_compile_vs_inductor": compile_s["course_lib"] / max(compile_s["inductor"], 1e-9),
+            "fallbacks": _fallbacks(records)}  # fmt: skip
+
+
+def geomean(xs) -> float:
+    xs = list(xs)
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def main(results_dir: pathlib.Path) -> None:
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="bench-real-inductor-"))
+    from tqdm.auto import tqdm
+
+    from course_lib.aot import real_models
+
+    names = os.environ.get("BENCH_MODELS", "").split() or list(real_models.MODELS)
+    rows = [measure(n) for n in tqdm(names, desc="real models")]
+    summary = {k: geomean(r[k] for r in rows) for k in ("course_vs_eager", "course_vs_inductor",
+                                                          "cold_compile_vs_inductor")}  # fmt: skip
+    head = f"{'model':14s} {'eager ms':>9s} {'inductor':>9s} {'course':>9s} {'c/eager':>8s} {'c/ind':>7s} " \
+           f"{'compile ind s':>13s} {'course s':>9s}  fallbacks"  # fmt: skip
+    print(head)
+    for r in rows:
+        t, c = r["runtime_s"], r["compile_s"]
+        print(f"{r['model']:14s} {t['eager'] * 1e3:9.2f} {t['inductor'] * 1e3:9.2f} {t['course_lib'] * 1e3:9.2f} "
+              f"{r['course_vs_eager']:8.2f} {r['course_vs_inductor']:7.2f} {c['inductor']:13.1f} "
+              f"{c['course_lib']:9.1f}  {len(r['fallbacks'])}")  # fmt: skip
+    print("geomean: course/eager {course_vs_eager:.2f}x, course/Inductor {course_vs_inductor:.2f}x, "
+          "cold compile course/Inductor {cold_compile_vs_inductor:.2f}x".format(**summary))
+    results_dir.mkdir(parents=True, exist_ok=True)
+    out = {"rounds": ROUNDS, "what": "one training step (forward, loss, backward), median of interleaved rounds",
+           "rows": rows, "geomean": summary}  # fmt: skip
+    (results_dir / "real_models.json").write_text(json.dumps(out, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main(pathlib.Path(__file__).resolve().parent / "results")
