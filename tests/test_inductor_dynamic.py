@@ -151,3 +151,33 @@ def test_split_div_mod_with_a_size_symbol():
     assert isinstance(q, sizevars.FloorDiv) and isinstance(r, sizevars.ModIdx)
     assert sizevars.contiguous_strides((s0, 4, s0)) == (4 * s0, s0, 1)
     assert sizevars.SizeVars({s0: 5}).hint(sympy.Integer(3) * s0) == 15
+
+
+def test_all_course_path_refuses_a_size_baked_into_the_trace():
+    # course_lib.decomp traces real tensors: mean over the dynamic dim divides by the constant 8
+    with pytest.raises(Unsupported, match="example size of a dynamic dim"):
+        ind.compile_dynamic(reduce_dynamic_dim, torch.randn(8, 4), torch.randn(4), dynamic={0: (0,)})
+
+
+@pytest.mark.parametrize("fn", [pointwise_broadcast, softmax_rows], ids=lambda f: f.__name__)
+def test_all_course_path_course_fake_symbols(fn):
+    """course_lib.decomp + course_lib.fake (its own ShapeEnv and symbols) + course_lib.inductor."""
+    compiled = ind.compile_dynamic(fn, torch.randn(8, 4), torch.randn(4), dynamic={0: (0,)})
+    assert compiled.dynamic and "ks0" in compiled.kernel_code
+    rng = random.Random(1)
+    for n in [2, 5] + [rng.randrange(2, 200) for _ in range(4)]:
+        x, y = torch.randn(n, 4), torch.randn(4)
+        _assert_matches(compiled(x, y), fn(x, y))
+
+
+def test_all_course_path_checks_course_fake_guards():
+    def add(x, z):
+        return (x + z,)
+
+    # both dim 0 dynamic without duck sizing: two symbols, and course_lib.fake guards Eq(s0, s1)
+    compiled = ind.compile_dynamic(add, torch.randn(6, 3), torch.randn(6, 3), dynamic={0: (0,), 1: (0,)})
+    assert len(compiled.graph.sizevars.guards) == 1
+    x = torch.randn(9, 3)
+    _assert_matches(compiled(x, x + 1), add(x, x + 1))
+    with pytest.raises(SizeGuardError, match="guard"):
+        compiled(torch.randn(9, 3), torch.randn(7, 3))

@@ -14,6 +14,8 @@ Use it as ``torch.compile(model, backend=course_lib.inductor.compile_fx)`` or
 ``backend="course_lib"`` (registered with Dynamo when this package is imported); the backend
 runs torch's AOT Autograd. ``compile_with_course_aot(fn)`` runs the all-course pipeline
 instead: course_lib.aot's joint graph and partition, then this package on both graphs.
+``compile_dynamic(fn, *args, dynamic={0: (0,)})`` is the all-course path with symbolic sizes:
+course_lib.decomp and course_lib.fake trace with size symbols, one C++ compile serves every size.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 from course_lib.inductor.compile_fx import (
     BACKENDS,
     CompiledGraph,
+    compile_dynamic,
     compile_fx,
     compile_graph,
     compile_with_course_aot,
@@ -33,7 +36,8 @@ from course_lib.inductor.lowering import LOWERINGS, Unsupported, lower
 from course_lib.inductor.scheduler import can_fuse, fuse, kernel_stats, ladder, schedule_stats, unfused
 
 __all__ = [
-    "BACKENDS", "LOWERINGS", "Buffer", "CompiledGraph", "GraphIR", "Unsupported", "can_fuse", "compile_fx", "compile_graph",
+    "BACKENDS", "LOWERINGS", "Buffer", "CompiledGraph", "GraphIR", "Unsupported", "can_fuse", "compile_dynamic",
+    "compile_fx", "compile_graph",
     "compile_with_course_aot", "FallbackReport", "fallback_report",
     "fuse", "inner_compiler", "kernel_stats", "ladder", "lower", "register", "schedule_graph", "schedule_stats",
     "unfused",

@@ -101,7 +101,7 @@ BACKENDS = {
 
 
 def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | None = None,
-                  size_guards=()) -> CompiledGraph:  # fmt: skip
+                  size_guards=(), hints=None) -> CompiledGraph:  # fmt: skip
     """Compile one ATen-level graph (what AOT Autograd hands ``fw_compiler``/``bw_compiler``).
 
     ``fusion``: ``unfused`` | ``vertical`` | ``greedy``; ``codegen``: a key of :data:`BACKENDS`
@@ -118,7 +118,7 @@ def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | Non
         raise Unsupported(f"device {device.type}")
     if codegen == "cpp" and device.type != "cpu":
         raise Unsupported("C++ kernels need CPU tensors")
-    graph = lower(gm, example_inputs, size_guards)
+    graph = lower(gm, example_inputs, size_guards, hints)
     t1 = time.perf_counter()
     sched = schedule_graph(graph, fusion)
     t2 = time.perf_counter()
@@ -287,6 +287,48 @@ def _compile_dynamic(gm, args, dynamic_dims: dict, fusion, codegen, record):
     if record is not None:
         record.append(("compiled", compiled))
     return compiled
+
+
+def compile_dynamic(fn, *args, dynamic: dict | None = None, fusion: str = "greedy") -> CompiledGraph:
+    """The all-course path with symbolic sizes: course_lib.decomp traces ``fn`` to primitives,
+    course_lib.fake propagates fake inputs whose ``dynamic`` dims (``{arg index: dims}``, default
+    dim 0 of argument 0) are size symbols, and this package compiles the graph once, for every
+    size of those dims, with course_lib.fake's guards checked on each call.
+    """
+    from course_lib import fake, fx
+
+    dynamic = {0: (0,)} if dynamic is None else dynamic
+    graph, _, shape_env = fake.trace_dynamic(fn, *args, dynamic=dynamic, duck=False)
+    fakes = [n.meta["fake"] for n in graph.nodes if n.op == "placeholder"]
+    for node in graph.nodes:  # lowering reads each node's value description from meta["val"]
+        if "fake" in node.meta:
+            node.meta["val"] = node.meta["fake"]
+    baked = _baked_sizes(graph, shape_env.hints)
+    if baked:
+        raise Unsupported(
+            f"course_lib.decomp traced real sizes, and {baked} holds the example size of a dynamic dim as a "
+            "constant (e.g. mean's divisor): it would be wrong for other sizes. Use compile_fx (torch's trace "
+            "keeps sizes symbolic) or example sizes that appear nowhere else"
+        )
+    gm = fx.to_torch_fx(graph)
+    return compile_graph(gm, fakes, fusion=fusion, codegen="cpp", size_guards=shape_env.guards,
+                         hints=shape_env.hints)  # fmt: skip
+
+
+def _baked_sizes(graph, hints: dict) -> str | None:
+    """The first node whose number arguments include a dynamic dim's example size (or a product
+    of them): course_lib.decomp traces with real tensors, so such a number is a size baked in."""
+    import itertools
+    import math
+
+    values = {math.prod(c) for r in range(1, len(hints) + 1) for c in itertools.combinations(hints.values(), r)}
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        flat = [x for a in node.args for x in (a if isinstance(a, (list, tuple)) else [a])]
+        if any(isinstance(a, (int, float)) and not isinstance(a, bool) and a in values for a in flat):
+            return f"node {node.name} ({node.target})"
+    return None
 
 
 def _symbolic_inputs(example_inputs) -> bool:

@@ -110,19 +110,26 @@ class Lowering:
         self.sizevars = SizeVars()
         self.renames: dict = {}  # torch's size symbol -> ours (s0, s1, ... in order of appearance)
         self.scalar_inputs: dict = {}
+        self.hints: dict = {}  # example values of course_lib.fake's size symbols, when it made them
 
     # -- sizes -------------------------------------------------------------------------
     def size(self, value):
-        """An int, or the sympy expression of a ``SymInt`` in our size symbols."""
+        """An int, or the sympy expression of a size in our size symbols.
+
+        ``value``: an int, a ``torch.SymInt`` (torch's ShapeEnv), or a sympy expression over
+        course_lib.fake's symbols (their example values in :attr:`hints`).
+        """
         from course_lib import compat
 
         if isinstance(value, int) or is_static(value):
             return int(value)
-        expr = from_torch(compat.symint_expr(value))
+        if isinstance(value, sympy.Expr):  # course_lib.fake's ShapeEnv
+            expr, hints = value, {s: self.hints[s] for s in value.free_symbols if s in self.hints}
+        else:
+            expr, hints = from_torch(compat.symint_expr(value)), compat.symbol_hints([value])
         for s in sorted(expr.free_symbols, key=str):
             if s not in self.renames:
                 self.renames[s] = size_symbol(f"s{len(self.renames)}")
-        hints = compat.symbol_hints([value])
         for s, v in hints.items():
             self.sizevars.hints.setdefault(self.renames.get(s, s), v)
         out = expr.xreplace(self.renames)
@@ -204,10 +211,10 @@ class Lowering:
                 self.scalar_inputs[node.name] = self.env[node] = self.size(ex)
                 inputs.append(node.name)
                 continue
-            if not isinstance(ex, torch.Tensor):
+            if not isinstance(ex, torch.Tensor) and not _is_course_fake(ex):
                 raise Unsupported(f"input {node.name} is a {type(ex).__name__}, not a tensor")
             shape = tuple(self.size(s) for s in ex.shape)
-            stride = tuple(self.size(s) for s in ex.stride())
+            stride = tuple(self.size(s) for s in (ex.stride() if callable(ex.stride) else ex.stride))
             self.bind_sources(pos, shape)
             buf = self.add(Buffer(node.name, "input", shape, dtype_name(ex.dtype), stride=stride, origin=node.name))
             inputs.append(buf.name)
@@ -350,10 +357,13 @@ def _check_meta(node, meta):
 
 def _symbolic(meta) -> bool:
     """Does an op's result have a symbolic size?"""
-    import torch
-
     vals = meta if isinstance(meta, (list, tuple)) else [meta]
-    return any(isinstance(v, torch.Tensor) and not all(isinstance(s, int) for s in v.shape) for v in vals)
+    return any(hasattr(v, "shape") and not all(is_static(s) for s in v.shape) for v in vals)
+
+
+def _is_course_fake(value) -> bool:
+    """A course_lib.fake.FakeTensor (shape, dtype and a stride tuple, no data)."""
+    return type(value).__name__ == "FakeTensor" and type(value).__module__.startswith("course_lib.fake")
 
 
 def exact_div(a, b):
@@ -821,13 +831,16 @@ def _swap(nd, a, b):
     return dims
 
 
-def lower(gm, example_inputs, size_guards=()) -> GraphIR:
+def lower(gm, example_inputs, size_guards=(), hints=None) -> GraphIR:
     """Lower an ATen FX GraphModule to the pre-fusion IR.
 
     ``example_inputs``: real tensors (static sizes), or fake tensors with ``SymInt`` sizes and
-    ``SymInt`` values (symbolic sizes, from AOT Autograd or :func:`course_lib.compat.make_fx_dynamic`).
+    ``SymInt`` values (symbolic sizes, from AOT Autograd or :func:`course_lib.compat.make_fx_dynamic`),
+    or course_lib.fake FakeTensors whose sizes are sympy expressions (``hints``: their example values).
     """
-    return eliminate_dead_buffers(Lowering(gm).run(example_inputs, size_guards))
+    lowering = Lowering(gm)
+    lowering.hints = dict(hints or {})
+    return eliminate_dead_buffers(lowering.run(example_inputs, size_guards))
 
 
 def eliminate_dead_buffers(graph: GraphIR) -> GraphIR:
