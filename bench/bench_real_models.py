@@ -99,8 +99,10 @@ def main(results_dir: pathlib.Path) -> None:
         print(f"{r['model']:14s} {t['eager'] * 1e3:9.2f} {t['inductor'] * 1e3:9.2f} {t['course_lib'] * 1e3:9.2f} "
               f"{r['course_vs_eager']:8.2f} {r['course_vs_inductor']:7.2f} {c['inductor']:13.1f} "
               f"{c['course_lib']:9.1f}  {len(r['fallbacks'])}")  # fmt: skip
-    print("geomean: course/eager {course_vs_eager:.2f}x, course/Inductor {course_vs_inductor:.2f}x, "
-          "cold compile course/Inductor {cold_compile_vs_inductor:.2f}x".format(**summary))
+    print(
+        "geomean: course/eager {course_vs_eager:.2f}x, course/Inductor {course_vs_inductor:.2f}x, "
+        "cold compile course/Inductor {cold_compile_vs_inductor:.2f}x".format(**summary)
+    )
     results_dir.mkdir(parents=True, exist_ok=True)
     out = {"rounds": ROUNDS, "what": "one training step (forward, loss, backward), median of interleaved rounds",
            "rows": rows, "geomean": summary}  # fmt: skip

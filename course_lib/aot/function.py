@@ -54,7 +54,7 @@ def aot_compile(fn, args, fw_compiler=None, bw_compiler=None, method: str = "def
     fw = (fw_compiler or _default_compiler)(part.forward, [a for a in args])
     bw = (bw_compiler or _default_compiler)(part.backward, None)
     n_out, wrt, n_args = joint.num_outputs, joint.wrt, len(args)
-    n_user, mutated = joint.num_user_outputs, joint.mutated
+    n_user = joint.num_user_outputs
     tangent_like = [n.meta.get("val") for n in joint.tangents]
 
     class CompiledFunction(torch.autograd.Function):

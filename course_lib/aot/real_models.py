@@ -109,7 +109,9 @@ class Comparison:
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor, floor: float = 0.0) -> float:
-    return float((a.detach().float() - b.detach().float()).abs().max()) / max(float(b.detach().abs().max()), floor, 1e-12)
+    return float((a.detach().float() - b.detach().float()).abs().max()) / max(
+        float(b.detach().abs().max()), floor, 1e-12
+    )
 
 
 def compare(name: str, backend="course_lib", device: str = "cpu") -> Comparison:
