@@ -796,10 +796,10 @@ class InstructionTranslator:
             raise Unsupported(f"item assignment into {obj.describe()} (tensor mutation is not modelled)")
 
     def load_attr(self, obj: Var, name: str) -> Var:
-        if self.eager and not isinstance(obj, (ModuleVar, TensorVar)):
-            return self.wrap(getattr(obj.as_python(), name)) if not isinstance(obj, (ListVar, DictVar, SetVar)) else (
-                obj.var_getattr(self, name))  # fmt: skip
-        return obj.var_getattr(self, name)
+        eager_plain = self.eager and not isinstance(obj, (ModuleVar, TensorVar, ListVar, DictVar, SetVar))
+        if eager_plain:  # after a break: read the attribute off the Python object
+            return self.wrap(getattr(obj.as_python(), name))
+        return obj.var_getattr(self, name)  # the value's own rule (modules, tensors, containers keep theirs)
 
     def module_attr(self, obj: ModuleVar, name: str) -> Var:
         return obj.var_getattr(self, name)
