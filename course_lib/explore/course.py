@@ -384,11 +384,14 @@ def kernel_origins(compiled, aten_graph) -> dict[str, list[str]]:
     for k in compiled.schedule.kernels:
         if k.kind != "kernel":
             continue
-        origins = [buffers[b].origin for b in k.nodes if b in buffers and buffers[b].origin in names]
+        origins = [origin_name(buffers[b].origin, names) for b in k.nodes if b in buffers]
+        if not any(origins):  # a copy made to realize a value ("realize", "output x"): what it reads
+            origins = [origin_name(buffers[r].origin, names) for r in k.plan.reads if r in buffers]
+        origins = [o for o in origins if o]
         out[k.name] = list(dict.fromkeys(origins))
         for o in origins:
             owner.setdefault(o, set()).add(k.name)
-    realized = {b.origin for b in buffers.values()}
+    realized = {origin_name(b.origin, names) for b in buffers.values()}
 
     def kernels_of(node, depth=0) -> set[str]:
         if node.name in owner:
@@ -405,6 +408,14 @@ def kernel_origins(compiled, aten_graph) -> dict[str, list[str]]:
             for kname in kernels_of(node):
                 out[kname].append(node.name)
     return out
+
+
+def origin_name(origin: str, names) -> str:
+    """The ATen node a ``Buffer.origin`` names: ``"add"``, ``"output add"``, ``"input of mul"``."""
+    if origin in names:
+        return origin
+    last = origin.split()[-1] if origin else ""
+    return last if last in names else ""
 
 
 def _split_source(source: str, names: list[str], start_re: str) -> dict[str, tuple[int, int]]:
@@ -464,7 +475,8 @@ def kernel_panes(rec) -> list[Pane]:
                 comp = part["triton"]
                 origins = kernel_origins(comp, aten)
                 buffers = {b.name: b for b in comp.graph.buffers}
-                writes = {k.name: [buffers[w].origin if w in buffers else "" for w in k.plan.writes]
+                names = {n.name for n in aten.nodes}
+                writes = {k.name: [origin_name(buffers[w].origin, names) if w in buffers else "" for w in k.plan.writes]
                           for k in comp.schedule.kernels if k.kind == "kernel"}  # fmt: skip
                 spans = _split_source(comp.kernel_code, list(origins), r"^def {name}\(")
                 spans = {k: (max(1, a - 1), b) for k, (a, b) in spans.items()}  # the @triton.jit line above
