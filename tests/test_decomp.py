@@ -47,7 +47,7 @@ def test_entry_matches_eager_and_leaves_only_primitives(op):
     graph = decomp.trace(fn, *tensors)
     assert decomp.non_primitive(graph) == [], str(graph)
     got = _flat(graph(*tensors))
-    for w, g in zip(want, got):
+    for w, g in zip(want, got, strict=True):
         assert g.shape == w.shape
         torch.testing.assert_close(g.to(w.dtype), w, rtol=1e-4, atol=1e-5)
     ref = compat.torch_decomposition(op)
@@ -99,7 +99,7 @@ def test_flash_attention_entry_causal_matches_the_kernel():
     op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
     graph = decomp.trace(lambda a, b, c: op(a, b, c, is_causal=True), q, k, v)
     assert decomp.non_primitive(graph) == []
-    for got, want in zip(graph(q, k, v), op(q, k, v, is_causal=True)):
+    for got, want in zip(graph(q, k, v), op(q, k, v, is_causal=True), strict=True):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
 
@@ -125,3 +125,15 @@ def test_filled_like_keeps_the_requested_dtype():
         assert got.dtype == want.dtype and torch.equal(got, want)
     graph = decomp.trace(torch.isreal, x)
     assert graph(x).dtype == torch.bool and bool(graph(x).all())
+
+
+def test_nll_loss_of_one_unbatched_row():
+    """A (C,) input with a 0-d target (linear_cross_entropy's op_db sample) decomposes like a batch of one."""
+    op = torch.ops.aten.nll_loss_forward.default
+    x, target = torch.randn(5).log_softmax(0), torch.tensor(3)
+    for reduction in (0, 1, 2):
+        graph = decomp.trace(functools.partial(op, weight=None, reduction=reduction, ignore_index=-100), x, target)
+        assert decomp.non_primitive(graph) == []
+        for got, want in zip(graph(x, target), op(x, target, None, reduction, -100), strict=True):
+            assert got.shape == want.shape
+            torch.testing.assert_close(got, want)

@@ -331,6 +331,10 @@ def mse_loss(x: Tensor, target: Tensor, reduction: int = 1) -> Tensor:
 def nll_loss_forward(x: Tensor, target: Tensor, weight: Tensor | None, reduction: int,
                      ignore_index: int) -> tuple[Tensor, Tensor]:  # fmt: skip
     """``-x[i, target[i]]`` by gather (one load per row); ignored rows count zero."""
+    if weight is None and x.dim() == 1:  # one unbatched row (C,) with a 0-d target: a batch of one
+        row = aten.view.default(x, [1, x.shape[0]])
+        out, total = nll_loss_forward(row, aten.view.default(target, [1]), None, reduction, ignore_index)
+        return (aten.view.default(out, []) if reduction == 0 else out), total
     if weight is not None or x.dim() != 2:
         raise NotImplementedError("nll_loss_forward: the course decomposes (N, C) inputs without class weights")
     n = x.shape[0]
