@@ -37,6 +37,12 @@ REAL_TRITON_NOTE = (
 )
 
 
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def _check_inputs(fn, example_inputs) -> None:
     import torch
 
@@ -82,7 +88,7 @@ def explore(fn, *example_inputs, train: bool = False, backend: str = "both", ptx
         timings[side] = time.perf_counter() - t0
         if progress:
             print(f"explore: {side} side in {timings[side]:.1f} s")
-    if backend in ("both", "real"):
+    if backend in ("both", "real") and not _has_cuda():
         notes.append(REAL_TRITON_NOTE)
     if recs.get("course", {}).get("fallback"):
         notes.append(f"course_lib.dynamo could not translate {src.name} ({recs['course']['fallback']}); "

@@ -27,7 +27,7 @@ from course_lib.explore.model import Line, Pane
 from course_lib.explore.ops import matching, op_name
 from course_lib.explore.source import Source, bytecode_lines, line_of_stack_trace
 
-_KERNEL = re.compile(r"^(\w+) = async_compile\.(\w+)\(.*?r'''\n(.*?)'''", re.S | re.M)
+_KERNEL = re.compile(r"^(\w+) = async_compile\.(\w+)\(.*?r?'''\n(.*?)'''", re.S | re.M)
 _CALL = re.compile(r"\b([A-Za-z_]\w*(?:\.\w+)?)\(")
 
 
