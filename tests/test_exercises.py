@@ -441,3 +441,38 @@ def test_wavefront_count_needs_distinct_words_per_bank():
     assert run(solution).passed
     assert run(counts_lanes).status == check.FAILED
     assert "reference" in run(lambda a: memory.bank_wavefronts(a)).message
+
+
+# ----------------------------------------------------------------------------- 05b: attention bytes (issue 24)
+
+
+def test_attention_bytes_checked_on_many_shapes():
+    import numpy as np
+
+    from course_lib.gpu import flash
+
+    g = np.random.default_rng(24)
+    cases = [(4, 16, 4096, 64, 2), (1, 1, 1, 1, 1), (2, 3, 200, 64, 4)] + [
+        (int(g.integers(1, 9)), int(g.integers(1, 33)), int(g.choice([128, 512, 2048])), int(g.choice([32, 64, 128])),
+         int(g.choice([2, 4]))) for _ in range(30)]  # fmt: skip
+
+    def solution(b, h, n, d, e):
+        return b * h * (4 * n * d + 4 * n * n) * e, b * h * 4 * n * d * e
+
+    def s_once(b, h, n, d, e):  # wrong: S written and read once, P never stored (2 N^2, not 4 N^2)
+        return b * h * (4 * n * d + 2 * n * n) * e, b * h * 4 * n * d * e
+
+    def per_head(b, h, n, d, e):  # wrong: forgets the batch and the heads
+        return (4 * n * d + 4 * n * n) * e, 4 * n * d * e
+
+    def run(fn):
+        return check.Lab("t").run("a", lambda: [tuple(fn(*c)) for c in cases],
+                                  expected=lambda: [(flash.naive_attention_bytes(*c), flash.flash_attention_bytes(*c))
+                                                    for c in cases],
+                                  compare=check.per_input([str(c) for c in cases]),
+                                  guard=["course_lib.gpu.flash:naive_attention_bytes"])  # fmt: skip
+
+    assert run(solution).passed
+    assert run(s_once).status == check.FAILED
+    assert run(per_head).status == check.FAILED
+    assert "reference" in run(lambda *c: (flash.naive_attention_bytes(*c), 0)).message
