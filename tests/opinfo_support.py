@@ -214,14 +214,34 @@ def backward(name: str) -> Outcome:
     return Outcome(status, reason, record)
 
 
+def check(name: str) -> Outcome:
+    """One compile per op, as torch's Inductor OpInfo test does: outputs and gradients where autograd
+    applies (course_lib.aot's training path), else the outputs alone (the inference path)."""
+    outcome = backward(name)
+    return forward(name) if outcome.status == "skipped" else outcome
+
+
+def missing_rule(outcome: Outcome) -> str | None:
+    """The ATen op course_lib.aot has no derivative rule for, when that sent the graph to torch's AOT."""
+    for kind, what in outcome.record:
+        if kind == "aot-fallback" and "no derivative rule for " in what:
+            return what.split("no derivative rule for ", 1)[1].split(" (node")[0]
+    return None
+
+
 def _main(argv: list[str]) -> None:
-    """Print one line per op and direction, then the counts (``--only name`` restricts)."""
+    """One line per op and direction, the counts, and the ops whose missing derivative rule sent a
+    backward case to torch's AOT Autograd (``python tests/opinfo_support.py [name ...]``)."""
     import collections
     import logging
 
     logging.getLogger("course_lib.inductor").setLevel(logging.ERROR)
     names = argv or sorted(float32_ops())
+    if names[0].startswith("--shard="):  # --shard=i/n: every n-th name from the i-th
+        i, n = map(int, names[0].split("=")[1].split("/"))
+        names = (names[1:] or sorted(float32_ops()))[i::n]
     counts = {"forward": collections.Counter(), "backward": collections.Counter()}
+    missing: dict[str, list[str]] = collections.defaultdict(list)
     t0 = time.perf_counter()
     for name in names:
         for direction, run in (("forward", forward), ("backward", backward)):
@@ -229,8 +249,13 @@ def _main(argv: list[str]) -> None:
             out = run(name)
             counts[direction][out.status] += 1
             print(f"{direction:8} {name:40} {time.perf_counter() - t:6.2f}s {out}", flush=True)
+            if direction == "backward" and missing_rule(out):
+                missing[missing_rule(out)].append(name)
     for direction, c in counts.items():
         print(direction, dict(c))
+    print(f"backward cases sent to torch's AOT by a missing derivative rule: {sum(map(len, missing.values()))}")
+    for op, cases in sorted(missing.items()):
+        print(f"  {op}: {', '.join(cases)}")
     print(f"total {time.perf_counter() - t0:.0f}s")
 
 

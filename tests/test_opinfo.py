@@ -39,13 +39,15 @@ def _check(outcome: support.Outcome) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_forward_matches_eager(name):
-    _check(support.forward(name))
+def test_op_matches_eager(name):
+    """Outputs and mutated inputs, and the inputs' gradients where autograd applies (one compile per op)."""
+    _check(support.check(name))
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_backward_matches_eager(name):
-    _check(support.backward(name))
+def test_inference_path_matches_eager():
+    """The inference path (no input needs a gradient) on a few ops the training path above covers."""
+    for name in ("sum", "nn.functional.batch_norm", "amax", "squeeze.multiple", "logsumexp"):
+        _check(support.forward(name))
 
 
 def test_op_db_is_the_full_list():
