@@ -24,15 +24,30 @@ the capture (:meth:`size_read`); Dynamo would keep a SymInt and guard only where
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from course_lib import fx
+from course_lib.dynamo.exc import Unsupported
 from course_lib.dynamo.guards import Guard, guard_for
 from course_lib.dynamo.source import Source
-from course_lib.dynamo.variables import DictVar, DictViewVar, IteratorVar, ListVar, SetVar, TensorVar, Var
+from course_lib.dynamo.variables import (
+    BuiltinVar,
+    ConstVar,
+    DictVar,
+    DictViewVar,
+    IteratorVar,
+    ListVar,
+    PyObjVar,
+    SetVar,
+    TensorVar,
+    TorchFnVar,
+    Var,
+    wrap,
+)
 
 
 @dataclasses.dataclass
@@ -158,6 +173,44 @@ class OutputGraph:
                 self.graph.erase_node(node)
         self.placeholder_of = {k: n for k, n in self.placeholder_of.items() if n in snapshot}
         self.inputs = [(n, v) for n, v in self.inputs if n in snapshot]
+
+    # -- building nodes (torch: OutputGraph.create_proxy and builder.wrap_fx_proxy) -----------------
+    def graph_arg(self, var: Var) -> Any:
+        """A Var as an FX node argument (tensors by node, constants by value)."""
+        if isinstance(var, TensorVar):
+            return self.node_of(var)
+        if isinstance(var, ListVar):
+            items = [self.graph_arg(v) for v in var.items]
+            return items if var.kind == "list" else tuple(items)
+        if isinstance(var, DictVar):
+            return {k: self.graph_arg(v) for k, v in var.items.items()}
+        if isinstance(var, (ConstVar, PyObjVar, TorchFnVar, BuiltinVar)):
+            return var.as_python()
+        raise Unsupported(f"{var.describe()} cannot be a graph argument")
+
+    def add_node(self, op: str, target: Any, args: list[Var], kwargs: dict[str, Var], example: Any) -> Var:
+        """Record one node and wrap its example value (tuples of tensors become getitem nodes)."""
+        graph = self.graph
+        node = graph.create_node(
+            op, target, tuple(self.graph_arg(a) for a in args), {k: self.graph_arg(v) for k, v in kwargs.items()}
+        )
+        return self.wrap_result(node, example)
+
+    def wrap_result(self, node, example: Any) -> Var:
+        gid = self.graph_id
+        if isinstance(example, torch.Tensor):
+            node.meta["example"] = example
+            return TensorVar(example, node, gid)
+        if isinstance(example, (tuple, list)) and any(isinstance(e, torch.Tensor) for e in example):
+            items = []
+            for i, e in enumerate(example):
+                item = self.graph.call_function(operator.getitem, (node, i))
+                items.append(self.wrap_result(item, e))
+            named = type(example) if isinstance(example, tuple) and type(example) is not tuple else None
+            return ListVar(items, "tuple", tuple_cls=named)
+        if not node.users:  # a Python answer (numel, is_tensor...): specialise, drop the node
+            self.graph.erase_node(node)
+        return wrap(example)
 
     # -- guards -------------------------------------------------------------------------------
     def use(self, var: Var) -> Var:

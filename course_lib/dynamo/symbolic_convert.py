@@ -854,42 +854,9 @@ class InstructionTranslator:
         return TorchFnVar(op).call_function(self, args, {})
 
     # ---------------------------------------------------------------------- graph building
-    def graph_arg(self, var: Var) -> Any:
-        """A Var as an FX node argument (tensors by node, constants by value)."""
-        if isinstance(var, TensorVar):
-            return self.output.node_of(var)
-        if isinstance(var, ListVar):
-            items = [self.graph_arg(v) for v in var.items]
-            return items if var.kind == "list" else tuple(items)
-        if isinstance(var, DictVar):
-            return {k: self.graph_arg(v) for k, v in var.items.items()}
-        if isinstance(var, (ConstVar, PyObjVar, TorchFnVar, BuiltinVar)):
-            return var.as_python()
-        raise Unsupported(f"{var.describe()} cannot be a graph argument")
-
     def add_node(self, op: str, target: Any, args: list[Var], kwargs: dict[str, Var], example: Any) -> Var:
-        """Record one node and wrap its example value (tuples of tensors become getitem nodes)."""
-        graph = self.output.graph
-        node = graph.create_node(
-            op, target, tuple(self.graph_arg(a) for a in args), {k: self.graph_arg(v) for k, v in kwargs.items()}
-        )
-        return self.wrap_result(node, example)
-
-    def wrap_result(self, node, example: Any) -> Var:
-        gid = self.output.graph_id
-        if isinstance(example, torch.Tensor):
-            node.meta["example"] = example
-            return TensorVar(example, node, gid)
-        if isinstance(example, (tuple, list)) and any(isinstance(e, torch.Tensor) for e in example):
-            items = []
-            for i, e in enumerate(example):
-                item = self.output.graph.call_function(operator.getitem, (node, i))
-                items.append(self.wrap_result(item, e))
-            named = type(example) if isinstance(example, tuple) and type(example) is not tuple else None
-            return ListVar(items, "tuple", tuple_cls=named)
-        if not node.users:  # a Python answer (numel, is_tensor...): specialise, drop the node
-            self.output.graph.erase_node(node)
-        return wrap(example)
+        """Record one node in the current graph (OutputGraph.add_node) and return its Var."""
+        return self.output.add_node(op, target, args, kwargs, example)
 
     # ---------------------------------------------------------------------- inlining
     def inline_call(self, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
