@@ -5,9 +5,11 @@ iterated dominance frontier of the stores, *pruned* by liveness, then renaming, 
 phis that simplify away) next to Module 1's ``to_ssa`` (Cytron et al. 1991). Position: course IR
 -> (course SSA, LLVM IR after mem2reg) -> two sets of ``(block, variable)`` phis.
 
-The two algorithms make different choices about which phis are *worth keeping*: minimal SSA
-keeps a phi for a variable that is dead after the join; mem2reg does not. Once both sides are
-pruned the same way (see :func:`prune`), the placements must agree exactly.
+Both build *pruned* SSA (a phi only where the variable is live-in), but they still make different
+choices about which phis are *worth keeping*: mem2reg drops a phi that simplifies to one value
+right after renaming, ``to_ssa`` keeps it, and a variable live-in only through another phi gets a
+phi nothing else uses. Once both sides are cleaned up the same way (see :func:`prune`), the
+placements must agree exactly.
 
 Pruning, to a fixed point:
 

@@ -40,6 +40,8 @@ def model_time_us(cfg, M: int, N: int, K: int, dtype_bytes: int = 2, hw: dict = 
     Memory: each tile reads a BLOCK_M x K strip of A and K x BLOCK_N strip of B. Infeasible
     configs (shared memory of the pipeline over the SM's) get infinity; small tiles pay for
     fewer FLOPs per byte and a smaller MMA, modelled as a peak fraction min(1, BM*BN/(128*128)).
+    The pipeline holds ``num_stages`` A and B tiles, as Triton's sm_90 compilation does (sm_80's
+    ``cp.async`` pipeline holds ``num_stages - 1``; 03b measures both).
     """
     bm, bn, bk, warps, stages = cfg
     smem = (bm * bk + bk * bn) * dtype_bytes * stages
