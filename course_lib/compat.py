@@ -14,6 +14,7 @@ Rules: import lazily inside each function (``import course_lib`` must stay cheap
 from __future__ import annotations
 
 import importlib
+import re
 
 
 class CompatError(RuntimeError):
@@ -427,6 +428,35 @@ def register_dynamo_backend(name, compiler_fn) -> None:
     if pending is not None and hasattr(pending, "load"):
         return
     registry.register_backend(compiler_fn=compiler_fn, name=name)
+
+
+# Inductor's output code, parsed in one place: its layout (``name = async_compile.cpp_pybinding(
+# [...], r'''<C++>''')``, ``def call(args)`` or ``Runner.call(self, args)``) changes between torch
+# releases, so every reader (tour, debugtools, cpu.inductor_view) goes through these functions.
+_INDUCTOR_KERNEL = re.compile(
+    r"^(?P<name>\w+) = async_compile\.(?P<kind>cpp_pybinding|cpp|triton)\((?P<args>.*?)r?'''(?P<src>.*?)'''",
+    re.M | re.S,
+)
+_INDUCTOR_EXTERN = re.compile(r"extern_kernels\.(\w+)\(")
+
+
+def inductor_code_kernels(code: str) -> list[tuple[str, str, str]]:
+    """``(name, kind, source)`` of every kernel defined in an Inductor output-code module, in
+    order; ``kind`` is ``cpp_pybinding`` / ``cpp`` (C++) or ``triton``, ``source`` the kernel's code."""
+    return [(m["name"], m["kind"], m["src"].strip("\n")) for m in _INDUCTOR_KERNEL.finditer(code)]
+
+
+def inductor_code_externs(code: str) -> list[str]:
+    """Library calls the wrapper makes instead of generated code (``extern_kernels.addmm`` -> ``addmm``)."""
+    return _INDUCTOR_EXTERN.findall(code)
+
+
+def inductor_code_wrapper_call(code: str) -> str:
+    """The body of the wrapper's ``call``: allocations, extern calls, kernel launches (``""`` if none)."""
+    m = re.search(r"\n    def call\(self, args\):\n(.*?)(?=\n\S|\nrunner = )", code, re.S)
+    if m is None:
+        m = re.search(r"\ndef call\(args\):\n(.*?)(?=\n\S)", code, re.S)
+    return m.group(1).rstrip() if m else ""
 
 
 def inductor_output_code_with_config(fn, *args, **config):

@@ -253,14 +253,15 @@ def _graph_order(path: Path) -> tuple:
 
 # ----------------------------------------------------------------------------- reading the artefacts
 
-_KERNEL_DEF = re.compile(r"^(?P<name>(?:cpp|triton)_\w+?_\d+) = async_compile\.(?:cpp_pybinding|triton)\(", re.M)
 _ATEN_CALL = re.compile(r"torch\.ops\.aten\.(?P<op>\w+)\.\w+\(")
 _OPS_CALL = re.compile(r"\bops\.(?P<op>\w+)\(")
 
 
 def kernel_names(output_code: str) -> list[str]:
     """Names of the kernels defined in an Inductor ``output_code.py`` (``cpp_fused_*``, ``triton_*``)."""
-    return [m["name"] for m in _KERNEL_DEF.finditer(output_code)]
+    from course_lib import compat
+
+    return [name for name, _, _ in compat.inductor_code_kernels(output_code)]
 
 
 def aten_ops(fx_graph_readable: str) -> list[str]:

@@ -15,13 +15,13 @@ tool (through :mod:`course_lib.compat`) or a course_lib module.
 from __future__ import annotations
 
 import collections
-import re
 
 import torch
 import triton
 import triton.language as tl
 
 import course_lib.triton  # noqa: F401  (its interpreter fixes must be in place before any launch)
+from course_lib import compat
 
 
 def model(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -65,32 +65,26 @@ def backward_inputs(backward_gm) -> list[str]:
 
 # ----------------------------------------------------------------------------- Inductor output
 
-_KERNEL = re.compile(r"^(\w+) = async_compile\.(cpp_pybinding|cpp|triton)\(", re.M)
-_EXTERN = re.compile(r"extern_kernels\.(\w+)\(")
-_SOURCE = re.compile(r"r'''\n(.*?)'''", re.S)
 
 
 def inductor_kernels(code: str) -> list[str]:
     """Names of the kernels Inductor generated in one output-code module."""
-    return [m.group(1) for m in _KERNEL.finditer(code)]
+    return [name for name, _, _ in compat.inductor_code_kernels(code)]
 
 
 def inductor_externs(code: str) -> list[str]:
     """Library calls (``extern_kernels.addmm`` ...) the wrapper makes instead of generating code."""
-    return _EXTERN.findall(code)
+    return compat.inductor_code_externs(code)
 
 
 def inductor_kernel_sources(code: str) -> list[str]:
     """The generated C++ (or Triton) source of each kernel, in order."""
-    return [s.strip("\n") for s in _SOURCE.findall(code)]
+    return [src for _, _, src in compat.inductor_code_kernels(code)]
 
 
 def inductor_wrapper_call(code: str) -> str:
     """The body of the wrapper's ``call`` method: allocations, extern calls, kernel launches."""
-    m = re.search(r"\n    def call\(self, args\):\n(.*?)(?=\n\S|\nrunner = )", code, re.S)
-    if m is None:
-        m = re.search(r"\ndef call\(args\):\n(.*?)(?=\n\S)", code, re.S)
-    return m.group(1).rstrip() if m else ""
+    return compat.inductor_code_wrapper_call(code)
 
 
 # ----------------------------------------------------------------------------- Triton

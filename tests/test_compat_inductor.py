@@ -49,3 +49,26 @@ def test_inductor_output_code_with_config_turns_fusion_off():
         out, codes = compat.inductor_output_code_with_config(lambda t: (t.exp() * 2).sum(-1), x, max_fusion_size=1)
     torch.testing.assert_close(out, (x.exp() * 2).sum(-1))
     assert "cpp_fused" in codes[0], "torch._inductor.config.patch or run_and_get_code changed"
+
+
+def test_inductor_output_code_parsers_on_live_output():
+    """The parsers of Inductor's output code (compat.inductor_code_*) on what this torch writes."""
+    x, w = torch.randn(8, 16), torch.randn(16, 4)
+    _, codes = compat.inductor_output_code(lambda a, b: (torch.tanh(a @ b) * 2).sum(-1), x, w)
+    code = "\n".join(codes)
+    kernels = compat.inductor_code_kernels(code)
+    assert kernels, "no `name = async_compile.cpp_pybinding(..., r'''...''')` kernel found in Inductor's output code"
+    name, kind, source = kernels[0]
+    assert name.startswith("cpp_fused") and kind.startswith("cpp") and 'extern "C"' in source
+    assert compat.inductor_code_externs(code), "the matmul should be an extern_kernels call"
+    call = compat.inductor_code_wrapper_call(code)
+    assert f"{name}(" in call, "the wrapper's call() no longer found, or it does not launch the kernel"
+
+
+def test_compile_fx_dynamic_contract_through_compat():
+    """compat.make_fx_dynamic: marked dims become SymInts, the rest stay ints, guards readable."""
+    gm = torch.fx.symbolic_trace(lambda a: (a.view(a.shape[0] // 2, -1).sum(0),))
+    traced, fakes, env = compat.make_fx_dynamic(gm, [torch.randn(8, 3)], {0: (0,)})
+    assert isinstance(fakes[0].shape[0], torch.SymInt) and fakes[0].shape[1] == 3
+    assert compat.symbol_hints([fakes[0].shape[0]]) and compat.shape_env_guards(env)
+    assert str(compat.symint_expr(fakes[0].shape[0])).startswith("s")

@@ -20,8 +20,6 @@ import functools
 import pathlib
 import re
 
-_KERNEL = re.compile(r"(?P<name>cpp_fused_\w+)\s*=\s*async_compile\.cpp\w*\((?P<args>.*?)r'''(?P<src>.*?)'''",
-                     re.S)  # fmt: skip
 _STEP = re.compile(r"for\s*\(\s*int64_t\s+(\w+)\s*=.*?;\s*\1\s*\+=\s*static_cast<int64_t>\((\d+)L\)\)")
 _METHOD = re.compile(r"\btmp\d+\.(\w+)\(\)")
 _SLEEF = re.compile(r"\bSleef_\w+")
@@ -72,7 +70,10 @@ class InductorCpp:
 
 def parse_output_code(code: str) -> InductorCpp:
     """Pull every ``cpp_fused_*`` kernel's C++ out of Inductor's Python output module."""
-    return InductorCpp(code, [CppKernel(m["name"], m["src"].strip("\n")) for m in _KERNEL.finditer(code)])
+    from course_lib import compat
+
+    kernels = [CppKernel(n, src) for n, kind, src in compat.inductor_code_kernels(code) if kind.startswith("cpp")]
+    return InductorCpp(code, kernels)
 
 
 def inductor_cpp(fn, *args) -> InductorCpp:
