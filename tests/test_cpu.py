@@ -276,3 +276,34 @@ def test_fast_math_library_does_not_flush_subnormals_in_this_process():
 
     compile_c("float twice(float x) { return 2.0f * x; }\n", "-O2 -ffast-math")
     assert float.fromhex("0x0.0000000000001p-1022") * 1.5 != 0.0, "subnormals are flushed: FTZ/DAZ leaked"
+
+
+# ----------------------------------------------------------------------------- tiles that fit the sets (issue 24)
+
+
+def test_tile_for_cache_sees_the_4k_stride():
+    from course_lib.cpu import caches
+
+    # 48 KiB, 12-way, 64 sets: rows 4 KiB apart all start in one set; one line of padding spreads them
+    assert caches.tile_lines_per_set(32, 1024, 4, 64, 64) == 32
+    assert caches.tile_lines_per_set(32, 1040, 4, 64, 64) == 2
+    assert caches.tile_for(49152) == 64
+    assert caches.tile_for_cache(49152, 12, 64, 4, 2, 1024) == 4
+    assert caches.tile_for_cache(49152, 12, 64, 4, 2, 1040) == 64
+    assert caches.tile_for_cache(49152, 12, 64, 4, 2, 1025) == 4  # one float of padding is not a line
+    with pytest.raises(ValueError, match="positive"):
+        caches.tile_lines_per_set(0, 1024)
+
+
+def test_padded_transpose_and_simulated_misses():
+    from course_lib.cpu import caches
+    from course_lib.cpu.machine import CacheLevel
+
+    a = np.random.default_rng(0).standard_normal((200, 200), dtype=np.float32)
+    for t, ld in ((16, 200), (32, 216), (7, 301)):
+        assert np.array_equal(caches.transpose_padded(a, t, ld), a.T)
+    with pytest.raises(ValueError, match="leading dimension"):
+        caches.transpose_padded(a, 16, 100)
+    l1 = CacheLevel(1, "Data", 32768, 8, 64, 1)
+    plain, padded = caches.measure_tiles(512, l1, [("plain", 32, 512), ("padded", 32, 528)], repeat=1)
+    assert plain.misses_per_element > 4 * padded.misses_per_element  # 2 KiB stride: rows share 2 of 64 sets

@@ -476,3 +476,53 @@ def test_attention_bytes_checked_on_many_shapes():
     assert run(s_once).status == check.FAILED
     assert run(per_head).status == check.FAILED
     assert "reference" in run(lambda *c: (flash.naive_attention_bytes(*c), 0)).message
+
+
+# ----------------------------------------------------------------------------- 06b Ex3: tiles that fit the sets (issue 24)
+
+
+def test_choose_tile_needs_associativity():
+    from course_lib.cpu import caches
+
+    cases = [(c, w, ln, e, a, ld) for c, w, ln in ((49152, 12, 64), (32768, 8, 64), (1 << 20, 16, 64), (8192, 2, 32))
+             for e in (4, 8) for a in (2, 3) for ld in (1024, 1040, 1025, 1000, 96)]  # fmt: skip
+
+    def capacity_only(c, w, ln, e, a, ld):  # wrong: the old rule, blind to sets
+        return caches.tile_for(c, e, a)
+
+    def one_line_per_row(c, w, ln, e, a, ld):  # wrong: counts each row as one line, starting sets only
+        sets, t = c // (w * ln), 1
+        while a * (2 * t) ** 2 * e <= c:
+            starts = [(r * ld * e // ln) % sets for r in range(2 * t)]
+            if a * max(starts.count(s) for s in set(starts)) > w:
+                break
+            t *= 2
+        return t
+
+    def run(fn):
+        return check.Lab("t").run("tile", lambda: [fn(*c) for c in cases],
+                                  expected=lambda: [caches.tile_for_cache(*c) for c in cases],
+                                  compare=check.per_input([str(c) for c in cases]),
+                                  guard=["course_lib.cpu.caches:tile_for", "course_lib.cpu.caches:tile_for_cache"])  # fmt: skip
+
+    assert run(_tile_solution).passed
+    assert run(capacity_only).status == check.FAILED
+    assert run(one_line_per_row).status == check.FAILED
+
+
+def _tile_solution(cache_bytes, ways, line_bytes, elem_bytes, arrays, ld):
+    """The notebook's solution of 06b Exercise 3."""
+    sets = cache_bytes // (ways * line_bytes)
+
+    def busiest_set(t):
+        per_set = {}
+        for row in range(t):
+            first = row * ld * elem_bytes
+            for line in range(first // line_bytes, (first + t * elem_bytes - 1) // line_bytes + 1):
+                per_set[line % sets] = per_set.get(line % sets, 0) + 1
+        return max(per_set.values())
+
+    t = 1
+    while arrays * (2 * t) ** 2 * elem_bytes <= cache_bytes and arrays * busiest_set(2 * t) <= ways:
+        t *= 2
+    return t

@@ -72,6 +72,16 @@ void transpose_oblivious(float *restrict b, const float *restrict a, int n, int 
     transpose_rec(b, a, n, 0, n, 0, n);
 }
 
+/* The tiled transpose on arrays whose rows are ld >= n floats apart (ld > n: padded rows). */
+void transpose_tiled_ld(float *restrict b, const float *restrict a, int n, int t, int ld)
+{
+    for (int ii = 0; ii < n; ii += t)
+        for (int jj = 0; jj < n; jj += t)
+            for (int i = ii; i < min(ii + t, n); i++)
+                for (int j = jj; j < min(jj + t, n); j++)
+                    b[j * ld + i] = a[i * ld + j];
+}
+
 void matmul_naive(float *restrict c, const float *restrict a, const float *restrict b, int n, int t)
 {
     for (int i = 0; i < n; i++)
@@ -159,6 +169,47 @@ def tile_for(cache_bytes: int, elem_bytes: int = 4, arrays: int = 2) -> int:
     return t
 
 
+# ----------------------------------------------------------------------------- tiles and cache sets
+
+
+def tile_lines_per_set(t: int, ld: int, elem_bytes: int = 4, line_bytes: int = 64, sets: int = 64) -> int:
+    """Most cache lines that one ``t x t`` tile puts in a single set.
+
+    The tile's rows start ``ld * elem_bytes`` bytes apart (the array starts on a line boundary
+    and the tile sits in its top-left corner); each row covers the lines from its first to its
+    last byte, and a line lands in set ``line_number % sets``. With ``ld * elem_bytes`` a
+    multiple of ``sets * line_bytes`` (4 KiB on a 64-set, 64-byte-line L1) every row starts in
+    the same set.
+    """
+    if min(t, ld, elem_bytes, line_bytes, sets) < 1:
+        raise ValueError(f"t, ld, elem_bytes, line_bytes and sets must be positive, got {(t, ld, elem_bytes, line_bytes, sets)}")
+    per_set: dict[int, int] = {}
+    for row in range(t):
+        first = row * ld * elem_bytes
+        for line in range(first // line_bytes, (first + t * elem_bytes - 1) // line_bytes + 1):
+            per_set[line % sets] = per_set.get(line % sets, 0) + 1
+    return max(per_set.values())
+
+
+def tile_for_cache(cache_bytes: int, ways: int, line_bytes: int, elem_bytes: int, arrays: int, ld: int) -> int:
+    """Largest power-of-two ``t`` whose ``arrays`` tiles fit the cache by capacity *and* by sets.
+
+    Capacity: ``arrays * t * t * elem_bytes <= cache_bytes`` (what :func:`tile_for` checks).
+    Associativity: ``arrays * tile_lines_per_set(t, ...) <= ways``, so the busiest set can hold
+    the lines every array's tile puts in it (conservative: it assumes the arrays' tiles fall on
+    the same sets, which is what a power-of-two size and stride do).
+    """
+    sets = cache_bytes // (ways * line_bytes)
+    t = 1
+    while True:
+        nxt = 2 * t
+        if arrays * nxt * nxt * elem_bytes > cache_bytes:
+            return t
+        if arrays * tile_lines_per_set(nxt, ld, elem_bytes, line_bytes, sets) > ways:
+            return t
+        t = nxt
+
+
 def transpose(variant: str, a: np.ndarray, t: int = 32) -> np.ndarray:
     n = a.shape[0]
     b = np.empty_like(a)
@@ -238,13 +289,16 @@ def _progress(items, show: bool, desc: str):
 # ----------------------------------------------------------------------------- simulation
 
 
-def transpose_trace(n: int, variant: str, t: int = 32, elem: int = 4, b_base: int | None = None):
+def transpose_trace(n: int, variant: str, t: int = 32, elem: int = 4, b_base: int | None = None,
+                    ld: int | None = None):
     """Byte addresses touched by a transpose variant, in program order: read a, write b.
 
     ``a`` starts at 0, ``b`` right after it (offset by one line, as malloc would), so the
-    simulator sees the same conflicts the real arrays can have.
+    simulator sees the same conflicts the real arrays can have. ``ld`` (default ``n``): elements
+    between the starts of two rows, larger than ``n`` for a padded leading dimension.
     """
-    b0 = n * n * elem + 64 if b_base is None else b_base
+    ld = n if ld is None else ld
+    b0 = n * ld * elem + 64 if b_base is None else b_base
     order = []
     if variant == "naive":
         order = ((i, j) for i in range(n) for j in range(n))
@@ -254,8 +308,8 @@ def transpose_trace(n: int, variant: str, t: int = 32, elem: int = 4, b_base: in
     elif variant == "oblivious":
         order = _oblivious_order(0, n, 0, n)
     for i, j in order:
-        yield (i * n + j) * elem
-        yield b0 + (j * n + i) * elem
+        yield (i * ld + j) * elem
+        yield b0 + (j * ld + i) * elem
 
 
 def _oblivious_order(r0, r1, c0, c1):
@@ -271,6 +325,45 @@ def _oblivious_order(r0, r1, c0, c1):
         m = (c0 + c1) // 2
         yield from _oblivious_order(r0, r1, c0, m)
         yield from _oblivious_order(r0, r1, m, c1)
+
+
+@dataclasses.dataclass(frozen=True)
+class TileRun:
+    """One tiled transpose: tile ``t``, leading dimension ``ld``; simulated L1 misses and time."""
+
+    label: str
+    n: int
+    t: int
+    ld: int
+    misses_per_element: float
+    ns_per_element: float
+
+
+def transpose_padded(a: np.ndarray, t: int, ld: int) -> np.ndarray:
+    """Tiled transpose of the square ``a`` through buffers whose rows are ``ld`` floats apart."""
+    n = a.shape[0]
+    if ld < n:
+        raise ValueError(f"the leading dimension ld={ld} must be at least n={n}")
+    src = np.zeros((n, ld), dtype=np.float32)
+    src[:, :n] = a
+    dst = np.zeros((n, ld), dtype=np.float32)
+    f = library().fn("transpose_tiled_ld", [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 3)
+    f(ptr(dst), ptr(src), n, t, ld)
+    return dst[:, :n].copy()
+
+
+def measure_tiles(n: int, cache, cases, repeat: int = 5) -> list[TileRun]:
+    """For each ``(label, t, ld)``: misses per element on ``cache`` by Module 1's simulator, and
+    the measured time of ``transpose_tiled_ld`` (median of ``repeat``)."""
+    f = library().fn("transpose_tiled_ld", [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 3)
+    runs = []
+    for label, t, ld in cases:
+        misses = simulate_misses(transpose_trace(n, "tiled", t, ld=ld), cache.size_bytes, cache.ways, cache.line_bytes)
+        a = np.random.default_rng(n).standard_normal((n, ld), dtype=np.float32)
+        b = np.zeros_like(a)
+        s = median_time(partial(f, ptr(b), ptr(a), n, t, ld), repeat=repeat, min_time=0.01).median
+        runs.append(TileRun(label, n, t, ld, misses / (n * n), s / (n * n) * 1e9))
+    return runs
 
 
 def plot_sweep(points, caches=(), metric: str = "ns_per_element", title: str = "", ax=None, ylabel: str = ""):
