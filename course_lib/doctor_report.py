@@ -60,7 +60,7 @@ class DoctorReport:
 
     def _repr_html_(self) -> str:
         cells = "".join(
-            f"<tr><td>{'✅' if r.ok else '⚠️'}</td><td style='text-align:left'><code>{html.escape(r.item)}</code></td>"
+            f"<tr><td>{'<b>ok</b>' if r.ok else '<b>FIX</b>'}</td><td style='text-align:left'><code>{html.escape(r.item)}</code></td>"
             f"<td style='text-align:left'>{html.escape(r.found)}</td><td style='text-align:left'>{html.escape(r.advice)}</td></tr>"
             for r in self.rows
         )

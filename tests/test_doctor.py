@@ -53,3 +53,10 @@ def test_import_is_cheap_and_sets_triton_mode():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PATH": "/usr/bin:/bin", "COURSE_FORCE_CPU": "1"}).stdout.strip()
     assert out == "1"
+
+
+def test_html_report_is_plain_text_without_emoji():
+    """Status words, not emoji: a browser without an emoji font shows empty boxes."""
+    html_ = doctor_report.run()._repr_html_()
+    assert html_.isascii() or all(ord(ch) < 0x2000 for ch in html_)
+    assert "<b>ok</b>" in html_ or "<b>FIX</b>" in html_
