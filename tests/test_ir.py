@@ -369,3 +369,25 @@ def test_random_programs_every_pipeline(prog):
 def test_no_phi_left_after_from_ssa():
     f = ir.optimize(ir.from_python(collatz))
     assert not any(isinstance(i, Phi) for _, i in ir.from_ssa(f).instructions())
+
+
+# ---- parameter types from annotations, arg_types, use, default -------------------------------------
+def rescale(x, k):
+    x = x * 0.5
+    return x + k
+
+
+def rebinds_annotated(x: int):
+    x = x / 2
+    return x
+
+
+def test_parameter_types_come_from_use_when_not_annotated():
+    f = ir.from_python(rescale)
+    assert f.params == [("x", "float"), ("k", "int")] and f.param_origins == ["use", "default"]
+    assert ir.interpret(f, 3, 4) == rescale(3, 4)
+    assert ir.from_python(rescale, ["float", "float"]).param_origins == ["call", "call"]
+    with pytest.raises(ir.UnsupportedError, match="parameter 'x' annotated int but assigned a float"):
+        ir.from_python(rebinds_annotated)
+    with pytest.raises(ValueError, match="arg_types names 1 types"):
+        ir.from_python(rescale, ["int"])

@@ -131,3 +131,64 @@ def test_stable_api_targets():
 def test_unknown_style_is_rejected():
     with pytest.raises(ValueError, match="alloca"):
         lowering.lower(ir.from_python(loop_swap), style="fast")
+
+
+# ---- parameter types: inferred from use and from the call, never a silent float -> int ------------
+def scale_sum(x, n):  # the program: no annotations at all
+    s = 0.0
+    for i in range(n):
+        s += x * i
+    return s
+
+
+def total(a, n):  # an unannotated list parameter, read only
+    s = 0
+    for i in range(n):
+        s += a[i]
+    return s
+
+
+def halve_all(a):  # a list parameter that receives floats
+    for i in range(len(a)):
+        a[i] = a[i] / 2
+    return len(a)
+
+
+def strict(x: int, n):
+    return x * n
+
+
+def test_unannotated_parameters_follow_the_call_arguments():
+    rng = __import__("random").Random(23)
+    f = llvm.jit(ir.from_python(scale_sum))
+    assert f(0.5, 6) == scale_sum(0.5, 6) == 7.5  # was 0.0: 0.5 truncated to 0
+    for _ in range(30):
+        x = rng.choice([rng.randint(-50, 50), rng.uniform(-10, 10)])
+        n = rng.randint(0, 20)
+        assert f(x, n) == pytest.approx(scale_sum(x, n), rel=1e-12, abs=1e-12), (x, n)
+    assert set(f.specialisations) <= {("float", "int")}  # int x fits the compiled (int, int) version
+
+
+def test_unannotated_list_parameters_are_inferred_from_use():
+    fn_ir = ir.from_python(total)
+    assert fn_ir.params == [("a", "list[int]"), ("n", "int")] and fn_ir.param_origins == ["use", "default"]
+    assert ir.from_python(halve_all).params == [("a", "list[float]")]
+    rng = __import__("random").Random(5)
+    f = llvm.jit(fn_ir)
+    for _ in range(20):
+        a = [rng.choice([rng.randint(-9, 9), rng.uniform(-9, 9)]) for _ in range(rng.randint(1, 12))]
+        assert f(a, len(a)) == pytest.approx(total(a, len(a))), a
+    mine, theirs = [1.0, 3.0, 5.0], [1.0, 3.0, 5.0]
+    assert llvm.jit(ir.from_python(halve_all))(mine) == halve_all(theirs) and mine == theirs
+
+
+def test_a_float_for_an_int_parameter_is_an_error_not_a_truncation():
+    with pytest.raises(TypeError, match=r"parameter 'x' is int \(annotated\).*0\.5 is not converted"):
+        llvm.jit(ir.from_python(strict))(0.5, 6)
+    with pytest.raises(TypeError, match="fixed when the IR was built"):
+        llvm.jit(ir.from_python(scale_sum, ["int", "int"]))(0.5, 6)
+    assert llvm.jit(ir.from_python(strict))(2, 6.0) == 12.0  # unannotated n follows the call
+    with pytest.raises(TypeError, match=r"takes 2 arguments \(x, n\), got 1"):
+        llvm.jit(ir.from_python(strict))(2)
+    with pytest.raises(TypeError, match="a str argument"):
+        llvm.jit(ir.from_python(scale_sum))("a", 2)

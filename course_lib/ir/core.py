@@ -274,6 +274,11 @@ class Function:
     ret_type: str
     blocks: list
     callees: dict = field(default_factory=dict, compare=False, repr=False)
+    # Where each parameter's type came from: "annotation", "call" (arg_types), "use" (inferred
+    # from the body) or "default" (nothing said: int). The JIT re-specialises the last two.
+    param_origins: list = field(default_factory=list, compare=False, repr=False)
+    # arg_types -> a fresh Function from the same Python source (set by the front end), or None
+    recompile: object = field(default=None, compare=False, repr=False)
 
     # --- the explicit CFG ---------------------------------------------------------------
     @property
@@ -320,6 +325,7 @@ class Function:
         """A deep copy of the blocks (callees shared)."""
         new = Function(self.name, list(self.params), self.ret_type, _copy.deepcopy(self.blocks))
         new.callees = self.callees
+        new.param_origins, new.recompile = list(self.param_origins), self.recompile
         return new
 
     def program(self) -> list[Function]:

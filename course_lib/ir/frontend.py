@@ -8,6 +8,12 @@ structured control flow into labelled blocks and jumps.
 Two passes over the AST: (1) type inference to a fixpoint (a variable assigned both int and
 float becomes float; int values are converted where they flow into it), (2) lowering.
 
+A parameter's type, in order of authority (the table ``PARAM_TYPE_SOURCES``): its annotation;
+the caller's ``arg_types`` (the JIT passes the types of the actual arguments, as Numba does);
+its use in the body (indexed or ``len()``-ed: a list, of floats if a float is stored into it;
+reassigned a float: a float); else ``int``. An annotated parameter that the body reassigns with a
+value of another type is an error, never a silent conversion.
+
 The subset: int/float scalars (bools are ints), ``+ - * / // %``, comparisons, ``and or not``,
 ``x if c else y``, ``if/elif/else``, ``while``, ``for i in range(...)`` (constant step),
 ``break``, ``continue``, ``return``, ``x += ...``, calls of ``int float abs min max len``
@@ -126,6 +132,27 @@ def _ann_type(ann, line: int) -> str | None:
     return table[src]
 
 
+#: where a parameter's type can come from, most authoritative first (see the module docstring)
+PARAM_TYPE_SOURCES = ("annotation", "call", "use", "default")
+
+
+def _uses_as_list(tree: ast.FunctionDef, name: str) -> bool:
+    """Is ``name`` indexed (``name[i]``, ``name[i] = v``) or measured (``len(name)``) in the body?"""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name:
+            return True
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "len"
+            and len(node.args) == 1
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id == name
+        ):
+            return True
+    return False
+
+
 class _Ctx:
     """Shared across the functions of one program: name -> Function (for calls)."""
 
@@ -139,10 +166,21 @@ def from_python(fn, arg_types: list[str] | None = None) -> Function:
     """Compile a Python function of the subset (and every subset function it calls).
 
     Parameter types come from annotations (``int``, ``float``, ``list[int]``, ``list[float]``),
-    then ``arg_types``, else ``int``. Returns the IR of ``fn``; its callees are in ``.callees``.
+    then ``arg_types``, then their use in the body, else ``int`` (``.param_origins`` says which).
+    Returns the IR of ``fn``; its callees are in ``.callees``.
     """
+    _check_arg_types(arg_types)
     ctx = _Ctx()
-    return _compile(fn, ctx, arg_types)
+    out = _compile(fn, ctx, arg_types)
+    out.recompile = lambda types: from_python(fn, types)
+    return out
+
+
+def _check_arg_types(arg_types) -> None:
+    allowed = (INT, FLOAT, LIST_INT, LIST_FLOAT)
+    for t in arg_types or []:
+        if t is not None and t not in allowed:
+            raise ValueError(f"arg_types: {t!r} is not a course type; use one of {', '.join(allowed)} (or None)")
 
 
 def from_source(source: str, name: str | None = None, arg_types=None) -> Function:
@@ -152,9 +190,12 @@ def from_source(source: str, name: str | None = None, arg_types=None) -> Functio
     tree = ast.parse(source)
     defs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
     target = namespace[name or defs[-1]]
+    _check_arg_types(arg_types)
     ctx = _Ctx()
     ctx.source_tree = tree
-    return _compile(target, ctx, arg_types)
+    out = _compile(target, ctx, arg_types)
+    out.recompile = lambda types: from_source(source, name, types)
+    return out
 
 
 def _compile(fn, ctx: _Ctx, arg_types=None) -> Function:
@@ -188,17 +229,31 @@ class _Lowering:
             raise UnsupportedError("default, keyword or variadic parameters", tree.lineno)
         for d in tree.decorator_list:
             raise UnsupportedError("decorator", d.lineno)
-        self.params = []
+        if arg_types is not None and len(arg_types) != len(a.args):
+            raise ValueError(f"{tree.name} has {len(a.args)} parameters but arg_types names {len(arg_types)} types")
+        self.params, origins = [], []
         for k, arg in enumerate(a.args):
-            t = _ann_type(arg.annotation, tree.lineno)
-            if t is None:
-                t = arg_types[k] if arg_types else INT
+            t, origin = self._param_type(tree, arg, arg_types[k] if arg_types else None)
             self.params.append((arg.arg, t))
+            origins.append(origin)
         self.declared_ret = _ann_type(tree.returns, tree.lineno)
         self.fn = Function(tree.name, self.params, self.declared_ret or INT, [], ctx.functions)
+        self.fn.param_origins = origins
         ctx.functions[tree.name] = self.fn  # visible to recursive calls
         self.counter = 0
         self.loops: list[tuple[str, str]] = []  # (continue target, break target)
+
+    @staticmethod
+    def _param_type(tree: ast.FunctionDef, arg: ast.arg, given: str | None) -> tuple[str, str]:
+        """(type, origin) of one parameter before the body's fixpoint (PARAM_TYPE_SOURCES order)."""
+        t = _ann_type(arg.annotation, tree.lineno)
+        if t is not None:
+            return t, "annotation"
+        if given is not None:
+            return given, "call"
+        if _uses_as_list(tree, arg.arg):
+            return LIST_INT, "use"  # widened to list[float] if a float is stored into it
+        return INT, "default"  # widened to float if the body assigns it a float
 
     # ---------------------------------------------------------------- type inference
     def run(self) -> Function:
@@ -209,6 +264,7 @@ class _Lowering:
             self._infer_body(self.tree.body)
             if (self.env, self.ret) == before:
                 break
+        self._settle_params()
         self.fn.ret_type = self.ret or VOID
         self.user_vars = set(self.env)
         self.cur = self._new_block("entry")
@@ -217,6 +273,23 @@ class _Lowering:
             self.cur.term = Return(None)
         remove_unreachable(self.fn)
         return self.fn
+
+    def _settle_params(self):
+        """A parameter the body widened (int -> float, list[int] -> list[float]) takes the wider type,
+        unless it was annotated: then the reassignment is an error rather than a hidden conversion."""
+        for k, ((name, t), origin) in enumerate(zip(self.params, self.fn.param_origins)):
+            wide = self.env[name]
+            if wide == t:
+                continue
+            if origin == "annotation":
+                raise UnsupportedError(
+                    f"parameter {name!r} annotated {t} but assigned a {wide} in the body",
+                    self.tree.lineno,
+                    f"annotate it {wide}, or assign the {wide} to a new variable",
+                )
+            self.params[k] = (name, wide)
+            if origin == "default":
+                self.fn.param_origins[k] = "use"
 
     def _infer_body(self, body):
         for s in body:
@@ -233,10 +306,14 @@ class _Lowering:
             tgt = s.targets[0]
             if isinstance(tgt, ast.Name):
                 self._assign_type(tgt.id, t, s.lineno)
+            elif isinstance(tgt, ast.Subscript):
+                self._element_stored(tgt, t, s.lineno)
         elif isinstance(s, ast.AugAssign):
+            t = self._tbin(s.op, self.texpr(s.target), self.texpr(s.value), s.lineno)
             if isinstance(s.target, ast.Name):
-                t = self._tbin(s.op, self.texpr(s.target), self.texpr(s.value), s.lineno)
                 self._assign_type(s.target.id, t, s.lineno)
+            elif isinstance(s.target, ast.Subscript):
+                self._element_stored(s.target, t, s.lineno)
         elif isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is not None:
             self._assign_type(s.target.id, self.texpr(s.value), s.lineno)
         elif isinstance(s, (ast.If, ast.While)):
@@ -249,6 +326,15 @@ class _Lowering:
         elif isinstance(s, ast.Return) and s.value is not None:
             t = self.texpr(s.value)
             self.ret = t if self.declared_ret else _join(self.ret, t, s.lineno)
+
+    def _element_stored(self, tgt: ast.Subscript, t: str, line: int):
+        """``p[i] = <float>`` makes a list parameter whose type was inferred a list[float]."""
+        if not (isinstance(tgt.value, ast.Name) and t == FLOAT):
+            return
+        name = tgt.value.id
+        k = next((k for k, (p, _) in enumerate(self.params) if p == name), None)
+        if k is not None and self.fn.param_origins[k] == "use" and self.env.get(name) == LIST_INT:
+            self.env[name] = LIST_FLOAT
 
     def texpr(self, e) -> str:
         """The static type of an expression (unknown variables are int until assigned)."""

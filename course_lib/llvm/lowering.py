@@ -475,16 +475,48 @@ def lower(fn_ir: core.Function, style: str = "alloca") -> ir.Module:
 CTYPE = {core.INT: ctypes.c_int64, core.FLOAT: ctypes.c_double, core.VOID: None}
 
 
+def value_type(value) -> str | None:
+    """The course type of one Python argument (``None`` for an empty list: any list type fits)."""
+    if isinstance(value, bool | int):
+        return core.INT
+    if isinstance(value, float):
+        return core.FLOAT
+    if isinstance(value, list):
+        kinds = {value_type(x) for x in value}
+        if not kinds <= {core.INT, core.FLOAT}:
+            raise TypeError("a list argument may hold only ints and floats")
+        return None if not kinds else core.LIST_FLOAT if core.FLOAT in kinds else core.LIST_INT
+    raise TypeError(f"a {type(value).__name__} argument: the course subset takes int, float and list")
+
+
+#: (parameter type, argument type) pairs that pass without a new specialisation: an int
+#: widens exactly to a float, as in Python arithmetic. A float never narrows to an int.
+ACCEPTS = {(core.FLOAT, core.INT)}
+
+
+def _fits(want: str, have: str | None) -> bool:
+    if have is None:  # an empty list
+        return want in core.LIST_TYPES
+    return want == have or (want, have) in ACCEPTS
+
+
 class CourseFunction:
     """A course-IR function compiled by LLVM; call it with Python ints, floats and lists.
 
     Lists are copied into ``[length, elements...]`` buffers and copied back after the call,
     so stores into a list argument are visible to the caller, as in Python.
+
+    Like Numba's dispatcher, a call whose arguments do not fit the compiled parameter types
+    compiles a *specialisation* for the arguments' types, if every misfit parameter's type was
+    only inferred (``param_origins`` "use" or "default") and the IR came from Python source. A
+    float for an annotated ``int`` parameter is a ``TypeError``, never a truncation.
     """
 
     def __init__(self, fn_ir: core.Function, level: int = 3, style: str = "alloca"):
         from course_lib.llvm import mcjit
 
+        self.level, self.style = level, style
+        self.specialisations: dict[tuple, CourseFunction] = {}
         self.fn_ir = fn_ir
         self.module = lower(fn_ir, style)
         self.llvm_ir = str(self.module)
@@ -500,7 +532,42 @@ class CourseFunction:
             print(f"# ---- course IR ----\n{fn_ir}\n# ---- LLVM IR ({style}) ----\n{self.llvm_ir}")
             print(f"# ---- after O{level} ----\n{self.optimized_ir}")
 
+    def _dispatch(self, args) -> CourseFunction:
+        """self, or the specialisation for the arguments' types (compiled on first use)."""
+        name, params = self.fn_ir.name, self.fn_ir.params
+        if len(args) != len(params):
+            raise TypeError(
+                f"{name}() takes {len(params)} arguments ({', '.join(p for p, _ in params)}), got {len(args)}"
+            )
+        have = []
+        for k, ((pname, _), value) in enumerate(zip(params, args)):
+            try:
+                have.append(value_type(value))
+            except TypeError as exc:
+                raise TypeError(f"{name}() parameter {pname!r} (argument {k + 1}): {exc}") from None
+        misfits = [k for k, ((_, want), h) in enumerate(zip(params, have)) if not _fits(want, h)]
+        if not misfits:
+            return self
+        origins = self.fn_ir.param_origins or ["annotation"] * len(params)
+        fixed = [k for k in misfits if origins[k] not in ("use", "default")]
+        if fixed or self.fn_ir.recompile is None:
+            k = (fixed or misfits)[0]
+            pname, want = params[k]
+            why = "annotated" if origins[k] == "annotation" else "fixed when the IR was built"
+            hint = "; convert it yourself (int(...)) or declare the parameter float" if want == core.INT else ""
+            raise TypeError(
+                f"{name}() parameter {pname!r} is {want} ({why}), but argument {k + 1} is a {have[k]}: "
+                f"{args[k]!r} is not converted silently{hint}"
+            )
+        key = tuple(h if h is not None else want for h, (_, want) in zip(have, params))
+        if key not in self.specialisations:
+            self.specialisations[key] = CourseFunction(self.fn_ir.recompile(list(key)), self.level, self.style)
+        return self.specialisations[key]
+
     def __call__(self, *args):
+        target = self._dispatch(args)
+        if target is not self:
+            return target(*args)
         buffers, call_args = [], []
         for value, t in zip(args, self.param_types):
             if t in core.LIST_TYPES:
