@@ -90,3 +90,22 @@ def latency_hiding_plot(latency: float = 600.0, works=(10, 20, 40), max_warps: i
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+def mma_fragments_plot(lane_maps: dict, title: str = "mma.sync.m16n8k16: which lane holds which element"):
+    """One panel per operand: each element coloured and labelled by the lane that holds it."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(lane_maps), figsize=(4.2 * len(lane_maps), 4.6),
+                             gridspec_kw={"width_ratios": [m.shape[1] for m in lane_maps.values()]})  # fmt: skip
+    for ax, (name, lanes) in zip(np.atleast_1d(axes), lane_maps.items()):
+        ax.imshow(lanes // 4, cmap="tab10", vmin=0, vmax=9)  # colour: the lane's group (lane // 4)
+        for (r, c), ln in np.ndenumerate(lanes):
+            ax.text(c, r, str(ln), ha="center", va="center", fontsize=6)
+        ax.set_title(name, fontsize=9)
+        ax.set_xticks(range(lanes.shape[1]))
+        ax.set_yticks(range(lanes.shape[0]))
+        ax.tick_params(labelsize=6)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -9,8 +9,10 @@ The numeric contract: bf16 inputs are multiplied exactly (an 8-bit x 8-bit signi
 fits in fp32) and summed into an fp32 accumulator.
 
 Reference: PTX ISA, "Warp-level matrix instructions" (9.7.14) and "Asynchronous warpgroup
-level matrix instructions" (9.7.15). Simplified: we emulate the arithmetic of one tile, not the
-register fragments each lane holds.
+level matrix instructions" (9.7.15). ``mma_tile`` emulates the arithmetic of one tile;
+``fragment_owner`` / ``mma_m16n8k16_fragments`` add the register fragments each lane holds for
+``mma.sync.m16n8k16`` (the ISA's fragment tables; Triton's ``NvidiaMmaEncodingAttr``, CUTLASS's
+``SM80_16x8x16_F32BF16BF16F32_TN`` atom in CuTe). wgmma's fragments are not modelled.
 """
 
 from __future__ import annotations
@@ -60,3 +62,69 @@ def mma_tile(a: np.ndarray, b: np.ndarray, c: np.ndarray, k_chunk: int = 16) -> 
         part = a32[:, k0 : k0 + k_chunk] @ b32[k0 : k0 + k_chunk, :]
         d = (d.astype(np.float64) + part).astype(np.float32)
     return d
+
+
+# ----------------------------------------------------------------------------- fragments of mma.sync.m16n8k16
+# Which lane of the warp holds which element of each operand of mma.sync.aligned.m16n8k16 with
+# bf16/f16 inputs and f32 accumulators (PTX ISA 9.7.14.5.8, "Matrix fragments for mma.m16n8k16").
+# Lanes form 8 groups of 4: group = lane // 4, thread-in-group tig = lane % 4. Each rule maps
+# (group, tig, element index i of that lane's fragment) to (row, col) of the operand.
+FRAGMENT_RULES = {
+    # A is 16 x 16 (row major): 8 bf16 per lane, packed two per 32-bit register (4 registers)
+    "A": (16, 16, 8, lambda g, t, i: (g + 8 * ((i // 2) % 2), 2 * t + i % 2 + 8 * (i // 4))),
+    # B is 16 x 8 (K x N, "col"): 4 bf16 per lane in 2 registers
+    "B": (16, 8, 4, lambda g, t, i: (2 * t + i % 2 + 8 * (i // 2), g)),
+    # C and D are 16 x 8 f32: 4 per lane, one register each
+    "C": (16, 8, 4, lambda g, t, i: (g + 8 * (i // 2), 2 * t + i % 2)),
+}
+ELEMENTS_PER_REGISTER = {"A": 2, "B": 2, "C": 1}  # bf16 pairs pack into one .b32 register
+
+
+def fragment_owner(operand: str) -> tuple[np.ndarray, np.ndarray]:
+    """(lane, index) arrays of the operand's shape: which lane holds each element, at which index."""
+    if operand not in FRAGMENT_RULES:
+        raise ValueError(f"operand must be one of {sorted(FRAGMENT_RULES)}, got {operand!r}")
+    rows, cols, per_lane, rule = FRAGMENT_RULES[operand]
+    lane, index = np.full((rows, cols), -1), np.full((rows, cols), -1)
+    for ln in range(32):
+        for i in range(per_lane):
+            r, c = rule(ln // 4, ln % 4, i)
+            lane[r, c], index[r, c] = ln, i
+    return lane, index
+
+
+def to_fragments(operand: str, x: np.ndarray) -> np.ndarray:
+    """Scatter a whole operand into a (32, per_lane) array: row ``l`` is what lane ``l`` holds."""
+    rows, cols, per_lane, rule = FRAGMENT_RULES[operand]
+    return np.array([[x[rule(ln // 4, ln % 4, i)] for i in range(per_lane)] for ln in range(32)])
+
+
+def from_fragments(operand: str, frags: np.ndarray) -> np.ndarray:
+    """Gather the per-lane fragments back into the whole operand."""
+    rows, cols, per_lane, rule = FRAGMENT_RULES[operand]
+    out = np.zeros((rows, cols), dtype=frags.dtype)
+    for ln in range(32):
+        for i in range(per_lane):
+            out[rule(ln // 4, ln % 4, i)] = frags[ln, i]
+    return out
+
+
+def mma_m16n8k16_fragments(a_frag: np.ndarray, b_frag: np.ndarray, c_frag: np.ndarray) -> np.ndarray:
+    """The instruction as the warp sees it: 32 lanes' A, B, C fragments in, D fragments out.
+
+    No lane holds a whole row of A or column of B: the unit gathers them from all 32 lanes,
+    which is why every lane of the warp must execute the instruction together (``.sync``).
+    """
+    a = from_fragments("A", a_frag)
+    b = from_fragments("B", b_frag)
+    c = from_fragments("C", c_frag)
+    return to_fragments("C", mma_tile(a, b, c))
+
+
+def ptx_mma_operands(ptx: str) -> list[dict]:
+    """Register lists of each ``mma.sync...m16n8k16`` in PTX: {"d": [...], "a": [...], "b": [...], "c": [...]}."""
+    out = []
+    for m in re.finditer(r"mma\.sync\.aligned\.m16n8k16[\w.]*\s+((?:\{[^}]*\}\s*,?\s*){4})", ptx):
+        groups = [g.replace(" ", "").split(",") for g in re.findall(r"\{([^}]*)\}", m.group(1))]
+        out.append(dict(zip("dabc", groups)))
+    return out
