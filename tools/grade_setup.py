@@ -32,7 +32,7 @@ COURSE_ID = "python-to-ptx"
 CHECK_NAME = re.compile(r"""\blab\.run\(\s*(?:"([^"]+)"|'([^']+)')""")
 STUB = 'raise NotImplementedError("replace this line with your code")'
 
-CONFIG = f'''# nbgrader configuration for the course (written by tools/grade_setup.py)
+CONFIG = f"""# nbgrader configuration for the course (written by tools/grade_setup.py)
 c = get_config()  # noqa: F821
 c.CourseDirectory.root = ROOT
 c.CourseDirectory.course_id = {COURSE_ID!r}
@@ -40,7 +40,7 @@ c.ClearSolutions.code_stub = {{"python": {STUB!r}}}
 # A lab compiles kernels and starts processes; a cell may take minutes on a shared CPU.
 c.ExecutePreprocessor.timeout = 900
 c.Execute.timeout = 900
-'''
+"""
 
 
 def _source(cell: dict) -> str:
@@ -55,7 +55,9 @@ def check_names(src: str) -> list[str]:
 def _grade_lines(names: list[str]) -> str:
     lines = ["", "# nbgrader: this cell scores one point per check that passed"]
     for name in names:
-        lines.append(f"assert lab.results.get({name!r}) is None or lab.results[{name!r}].passed, {name + ' did not pass'!r}")
+        lines.append(
+            f"assert lab.results.get({name!r}) is None or lab.results[{name!r}].passed, {name + ' did not pass'!r}"
+        )
     return "\n".join(lines)
 
 
