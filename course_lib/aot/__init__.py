@@ -20,11 +20,18 @@ API::
 """
 
 from course_lib.aot.function import aot_compile, aot_function
-from course_lib.aot.functionalize import FUNCTIONAL_VARIANT, INVERSE_VIEW, Functionalized, copy_back, functionalize
+from course_lib.aot.functionalize import (
+    FUNCTIONAL_VARIANT,
+    INVERSE_VIEW,
+    Functionalized,
+    copy_back,
+    functionalize,
+    lift_constants,
+)
 from course_lib.aot.joint import Joint, backward_pass, joint_graph
 from course_lib.aot.partitioners import Partition, draw_joint, flow_network, partition, torch_saved
 from course_lib.aot.rules import DERIVATIVES, derivative, sum_to, vjp
 
 __all__ = ["DERIVATIVES", "FUNCTIONAL_VARIANT", "INVERSE_VIEW", "Functionalized", "Joint", "Partition", "aot_compile",
            "aot_function", "backward_pass", "copy_back", "derivative", "draw_joint", "flow_network", "functionalize",
-           "joint_graph", "partition", "sum_to", "torch_saved", "vjp"]  # fmt: skip
+           "joint_graph", "lift_constants", "partition", "sum_to", "torch_saved", "vjp"]  # fmt: skip

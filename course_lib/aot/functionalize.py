@@ -95,6 +95,8 @@ class Variant:
 FUNCTIONAL_VARIANT: dict = {
     aten._native_batch_norm_legit.default: Variant(aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3),
     aten.native_batch_norm.default: Variant(aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3),
+    # on a GPU, batch norm dispatches to cuDNN (a fourth output, cuDNN's workspace, feeds only its backward)
+    aten.cudnn_batch_norm.default: Variant(aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3),
 }
 
 
@@ -306,3 +308,30 @@ def copy_back(args, updated, mutated: list[int]) -> None:
         for i, new in zip(mutated, updated):
             if args[i] is not new:
                 args[i].copy_(new)
+
+
+def lift_constants(gm) -> tuple:
+    """Turn a torch.fx GraphModule's tensor constants (``get_attr`` nodes make_fx adds for a mask or
+    a table of sines) into extra placeholders at the end; returns ``(gm, constants)``.
+
+    A backend then compiles a graph whose every tensor is an input, and the caller appends
+    ``constants`` to each call's arguments (torch's AOT Autograd lifts them the same way).
+    """
+    graph = gm.graph
+    gets = [n for n in graph.nodes if n.op == "get_attr"]
+    if not gets:
+        return gm, []
+    last = [n for n in graph.nodes if n.op == "placeholder"][-1]
+    constants = []
+    for n in gets:
+        value = fetch_attr(gm, n.target)
+        with graph.inserting_after(last):
+            ph = graph.placeholder(f"const_{len(constants)}")
+        ph.meta = dict(n.meta)
+        ph.meta.setdefault("val", value)
+        n.replace_all_uses_with(ph)
+        graph.erase_node(n)
+        constants.append(value)
+        last = ph
+    gm.recompile()
+    return gm, constants

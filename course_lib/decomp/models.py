@@ -129,3 +129,13 @@ def repeat(x: Tensor, repeats: list[int]) -> Tensor:
     spread = aten.expand.default(aten.view.default(x, [d for s in shape for d in (1, s)]), inter)
     merged = aten.clone.default(spread, memory_format=torch.contiguous_format)
     return aten.view.default(merged, [r * s for r, s in zip(repeats, shape)])
+
+
+@register(aten._safe_softmax.default)
+def safe_softmax(x: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
+    """Softmax whose fully masked rows (every entry -inf) give zeros instead of NaN (CUDA's sdpa math path)."""
+    if dtype is not None and dtype != x.dtype:
+        x = aten._to_copy.default(x, dtype=dtype)
+    out = aten._softmax.default(x, dim, False)
+    masked = aten.eq.Scalar(aten.amax.default(x, [dim], True), float("-inf"))
+    return aten.where.self(masked, _scalar(0.0, out), out)

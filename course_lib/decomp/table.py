@@ -464,12 +464,22 @@ def baddbmm(x: Tensor, a: Tensor, b: Tensor, beta: float = 1, alpha: float = 1) 
     return aten.add.Tensor(aten.mul.Tensor(x, beta), aten.mul.Tensor(aten.bmm.default(a, b), alpha))
 
 
+def _share_kv_heads(t: Tensor, heads: int) -> Tensor:
+    """Grouped-query attention (``enable_gqa``): each of k/v's heads serves heads // kv_heads query heads."""
+    if t.dim() < 3 or t.shape[-3] == heads:
+        return t
+    *lead, kv, n, e = t.shape
+    spread = aten.expand.default(aten.view.default(t, [*lead, kv, 1, n, e]), [*lead, kv, heads // kv, n, e])
+    return aten.view.default(aten.clone.default(spread, memory_format=torch.contiguous_format), [*lead, heads, n, e])
+
+
 def _attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, is_causal: bool,
                scale: float | None) -> tuple[Tensor, Tensor]:  # fmt: skip
     """softmax(q k^T * scale + mask) v with bmm for both products; also the rows' logsumexp."""
     *batch, L, E = q.shape
     S, Ev = k.shape[-2], v.shape[-1]
     b = math.prod(batch)
+    k, v = _share_kv_heads(k, q.shape[-3]), _share_kv_heads(v, q.shape[-3])
     q3, k3, v3 = (aten.view.default(aten.clone.default(t, memory_format=torch.contiguous_format), [b, n, e])
                   for t, n, e in ((q, L, E), (k, S, E), (v, S, Ev)))  # fmt: skip
     scores = aten.mul.Tensor(aten.bmm.default(q3, aten.permute.default(k3, [0, 2, 1])),

@@ -194,7 +194,7 @@ def course_aot_compiler(fusion: str = "greedy", codegen: str | None = None, reco
     """
 
     def compiler(graph, example_inputs):
-        from course_lib import compat, fx
+        from course_lib import aot, compat, fx
 
         gm = fx.to_torch_fx(graph)
         cache = {}
@@ -204,8 +204,9 @@ def course_aot_compiler(fusion: str = "greedy", codegen: str | None = None, reco
                 traced = compat.make_fx(gm, *args)
                 traced.graph.eliminate_dead_code()  # make_fx adds getitem for unused (None) outputs
                 traced.recompile()
-                compiled = _compile_or_eager(traced, list(args), fusion, codegen, record)
-                cache["fn"] = compiled if compiled is not None else traced
+                traced, consts = aot.lift_constants(traced)  # tensor constants become inputs
+                compiled = _compile_or_eager(traced, [*args, *consts], fusion, codegen, record) or traced
+                cache["fn"] = lambda *a: compiled(*a, *consts)
             return cache["fn"](*args)
 
         return run
@@ -243,13 +244,14 @@ def _course_aot(gm, example_inputs, fusion, codegen, record):
         func = aot.functionalize(gm, *args)
         # one trace with the course's table: ATen primitives, shapes in node.meta["val"]
         forward = compat.make_fx(func.fn, *args, decompositions=decomp.DECOMPOSITIONS)
-        compiled = _compile_or_eager(forward, args, fusion, codegen, record) or forward
+        forward, consts = aot.lift_constants(forward)  # tensor constants (masks, tables) become inputs
+        compiled = _compile_or_eager(forward, [*args, *consts], fusion, codegen, record) or forward
         n, mutated = func.num_outputs, func.mutated
-        if not mutated:
+        if not mutated and not consts:
             return compiled
 
         def run_and_copy_back(*a):
-            outs = compiled(*a)
+            outs = compiled(*a, *consts)
             aot.copy_back(a, outs[n:], mutated)
             return tuple(outs[:n])
 
