@@ -67,6 +67,15 @@ def test_marked_dim_compiles_once_for_random_sizes(fn):
     assert len(record) == 1  # no recompilation
 
 
+def test_sizes_zero_and_one_are_not_run_by_the_symbolic_graph():
+    record = []
+    compiled = _compile_marked(reduce_dynamic_dim, [torch.randn(8, 4), torch.randn(4)], {0: (0,)}, record)
+    assert "check_guards(dict(s0=s0))" in record[0][1].wrapper_code
+    for n in (0, 1):  # torch specialises them (0/1 specialisation): a recompile, never a wrong answer
+        with pytest.raises(SizeGuardError, match=">= 2"):
+            compiled(torch.randn(n, 4), torch.randn(4))
+
+
 def test_loop_bound_is_a_size_argument():
     record = []
     _compile_marked(softmax_rows, [torch.randn(8, 4), torch.randn(4)], {0: (0,)}, record)

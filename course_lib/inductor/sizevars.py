@@ -287,9 +287,14 @@ class SizeVars:
         return bool(self.hints)
 
     def check(self, values: dict) -> list:
-        """The guards that fail for ``{symbol name: value}`` (empty when the sizes are fine)."""
+        """The guards that fail for ``{symbol name: value}`` (empty when the sizes are fine).
+
+        Every symbol must be at least 2: sizes 0 and 1 are specialised (0/1 specialisation, as in
+        torch's ShapeEnv), so code compiled for "any n" is never asked to handle them.
+        """
         env = {s: sympy.Integer(values[s.name]) for s in self.hints}
-        return [g for g in self.guards if not bool(sympy.sympify(g).xreplace(env))]
+        failed = [sympy.Ge(s, 2) for s, v in env.items() if v < 2]
+        return failed + [g for g in self.guards if not bool(sympy.sympify(g).xreplace(env))]
 
 
 #: torch's sympy functions (``torch/utils/_sympy/functions.py``) -> ours, by class name, so this

@@ -132,10 +132,10 @@ def _size_lines(g) -> list[str]:
     for name in g.inputs:
         if name not in g.scalar_inputs:
             lines.append(f"    check_size({name}, {tuple(g.buffer(name).shape)}, {name!r})")
-    if g.sizevars.guards:
-        values = ", ".join(f"{s.name}={s.name}" for s in g.sizevars.symbols)
-        shown = [str(e) for e in g.sizevars.guards[:2]] + (["..."] if len(g.sizevars.guards) > 2 else [])
-        lines.append(f"    check_guards(dict({values}))  # {len(g.sizevars.guards)} guards: {', '.join(shown)}")
+    values = ", ".join(f"{s.name}={s.name}" for s in g.sizevars.symbols)
+    shown = [f"{s.name} >= 2" for s in g.sizevars.symbols] + [str(e) for e in g.sizevars.guards[:2]]
+    more = ", ..." if len(g.sizevars.guards) > 2 else ""
+    lines.append(f"    check_guards(dict({values}))  # {', '.join(shown)}{more}")
     return lines
 
 
