@@ -8,7 +8,8 @@ measured in the same run, and cold-compile latency (first call, empty caches) of
 Inductor. ``ceiling`` is eager's time over the time course_lib's bytes take at copy
 bandwidth: the most any fused kernel could gain over eager on this machine. Where eager is
 one ATen kernel already (softmax, layer_norm), the ceiling is near 1x.
-Writes ``results_dir/inductor.json`` and ``results_dir/inductor.png`` and prints a table.
+Then ``dynamic_sizes``: softmax over five row counts, compiled once with symbolic sizes against
+once per size. Writes ``results_dir/inductor.json`` and ``results_dir/inductor.png`` and prints a table.
 """
 
 from __future__ import annotations
@@ -61,6 +62,39 @@ def interleaved(fns: dict, args, rounds=9, reps=5) -> dict:
                 fn(*args)
                 times[k].append(time.perf_counter() - t0)
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def dynamic_sizes(sizes=(64, 100, 257, 1000, 4097), cols: int = COLS) -> dict:
+    """One compile for every size (``dynamic=True``, symbolic ``ks0`` loop bounds) against one
+    compile per size (``dynamic=False``): compiles, total compile time, and the steady-state time
+    of each size's call under both (what the symbolic bound costs the generated loop)."""
+    import torch
+
+    import course_lib.inductor as ind
+    from course_lib import compat
+
+    def softmax_rows(x):
+        return torch.softmax(x * 2.0, -1)
+
+    out = {"sizes": list(sizes), "cols": cols}
+    for dynamic in (False, True):
+        compat.dynamo_reset()
+        record = []
+        compiled = torch.compile(lambda x: softmax_rows(x), dynamic=dynamic,
+                                 backend=lambda gm, ex: ind.compile_fx(gm, ex, record=record))  # fmt: skip
+        first, steady = [], []
+        for n in sizes:
+            x = torch.randn(n, cols)
+            t0 = time.perf_counter()
+            compiled(x)  # the first call of a size: a compile when the graph is static
+            first.append(time.perf_counter() - t0)
+            steady.append(interleaved({"c": compiled}, (x,), rounds=3, reps=3)["c"])
+            assert torch.allclose(compiled(x), softmax_rows(x), atol=1e-5)
+        key = "dynamic" if dynamic else "static"
+        out[key] = {"compiles": sum(k == "compiled" for k, _ in record), "first_call_s": first, "steady_s": steady}
+        print(f"{key:8s} compiles {out[key]['compiles']}  first calls {sum(first):6.2f} s  "
+              f"steady {' '.join(f'{t * 1e3:.2f}' for t in steady)} ms", flush=True)  # fmt: skip
+    return out
 
 
 def main(results_dir) -> None:
@@ -144,7 +178,10 @@ def main(results_dir) -> None:
         "shape": [ROWS, COLS],
     }
     print("\n" + "\n".join(f"{k:36s} {v:.3f}" if isinstance(v, float) else f"{k:36s} {v}" for k, v in summary.items()))
-    (results_dir / "inductor.json").write_text(json.dumps({"summary": summary, "rows": rows}, indent=2))
+    dynamic = dynamic_sizes()
+    (results_dir / "inductor.json").write_text(
+        json.dumps({"summary": summary, "rows": rows, "dynamic": dynamic}, indent=2)
+    )
     try:
         import matplotlib
 
