@@ -729,3 +729,9 @@ def inductor_run_with_provenance(run, *args):
 def inductor_compile_fx():
     """``torch._inductor.compile_fx.compile_fx``: the function ``backend="inductor"`` names."""
     return require("torch._inductor.compile_fx", "compile_fx")
+
+
+def inductor_fast_math_flags() -> list[str]:
+    """The ``-f...`` list Inductor's C++ builder passes for "fast math" on Linux/macOS, in order
+    (``torch/_inductor/cpp_builder.py``, ``_get_ffast_math_flags``; it reads ``config.cpp``)."""
+    return ["-" + flag for flag in require("torch._inductor.cpp_builder", "_get_ffast_math_flags")()]

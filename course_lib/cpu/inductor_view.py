@@ -206,3 +206,32 @@ def inductor_cpp_or_recorded(fn, *args) -> tuple[InductorCpp, str]:
             raise
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:120]
         return parse_output_code(path.read_text()), f"recorded (data/{RECORDED}; live compile failed: {reason})"
+
+
+# ----------------------------------------------------------------------------- what "fast math" means to gcc
+# The switches -ffast-math groups (GCC manual, "Options That Control Optimization"); gcc prints
+# the state each ends in for a given command line with ``-Q --help=optimizers,common``.
+MATH_SWITCHES = ("math-errno", "trapping-math", "signed-zeros", "finite-math-only", "associative-math",
+                 "reciprocal-math", "unsafe-math-optimizations", "fp-contract", "excess-precision")  # fmt: skip
+
+
+def gcc_math_state(flags: list[str], compiler: str = "gcc") -> dict[str, str] | None:
+    """Final state of each of :data:`MATH_SWITCHES` after ``-O3 <flags>``, as gcc reports it.
+
+    Later flags override earlier ones, and some flags set several switches at once (in gcc's
+    ``opts.cc``, ``-fno-unsafe-math-optimizations`` turns trapping math and signed zeros back on),
+    so the list must be read as a whole. None when the compiler is missing.
+    """
+    import re
+    import shutil
+    import subprocess
+
+    if shutil.which(compiler) is None:
+        return None
+    out = subprocess.run([compiler, "-O3", *flags, "-Q", "--help=optimizers,common"], capture_output=True,
+                         text=True, check=False).stdout  # fmt: skip
+    state = {}
+    for name in MATH_SWITCHES:
+        m = re.search(rf"^\s+-f{re.escape(name)}(?:=\S*)?\s+(\S+)", out, re.M)
+        state[name] = m.group(1).strip("[]") if m else "?"
+    return state
