@@ -29,7 +29,7 @@ import torch
 
 from course_lib import decomp
 from course_lib.aot.rules import DERIVATIVES, NOT_DIFFERENTIABLE
-from course_lib.fx import Graph, Node, map_arg
+from course_lib.fx import Graph, Node, fetch_attr, map_arg
 
 aten = torch.ops.aten
 
@@ -49,6 +49,8 @@ def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int]) -
     for node in graph.nodes:
         if node.op == "placeholder":
             env[node] = next(inputs)
+        elif node.op == "get_attr":  # a tensor constant the trace kept (a mask, a table of sines)
+            env[node] = fetch_attr(graph.owning_module, node.target)
         elif node.op == "call_function":
             env[node] = node.target(*map_arg(node.args, env.get), **map_arg(node.kwargs, env.get))
         elif node.op == "output":
