@@ -70,13 +70,17 @@ def workloads(torch, device: str, rows: int, cols: int) -> dict:
 
 def kernel_kinds(code: str) -> dict:
     """Inductor's kernel names by kind (pointwise / persistent reduction / looped reduction) and
-    the ``@triton_heuristics`` decorator each kernel carries."""
-    names = re.findall(r"def (triton_(?:poi|per|red)_\w+)\(", code)
+    the ``@triton_heuristics`` decorator each kernel carries (kernels found by course_lib.compat's
+    one parser of Inductor's output code)."""
+    from course_lib import compat
+
+    kernels = [(name, src) for name, kind, src in compat.inductor_code_kernels(code) if kind == "triton"]
+    names = [name for name, _ in kernels]
     return {
         "pointwise": sum(n.startswith("triton_poi_") for n in names),
         "persistent_reduction": sum(n.startswith("triton_per_") for n in names),
         "looped_reduction": sum(n.startswith("triton_red_") for n in names),
-        "heuristics": sorted(set(re.findall(r"@triton_heuristics\.(\w+)\(", code))),
+        "heuristics": sorted({h for _, src in kernels for h in re.findall(r"@triton_heuristics\.(\w+)\(", src)}),
     }
 
 

@@ -10,30 +10,22 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "bench"))
 
 import bench_gpu_inductor  # noqa: E402
 
-INDUCTOR_SNIPPET = """
-@triton_heuristics.pointwise(size_hints={'x': 64})
-@triton.jit
-def triton_poi_fused_add_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr):
-    pass
-@triton_heuristics.persistent_reduction(size_hints={'x': 64, 'r0_': 1024})
-@triton.jit
-def triton_per_fused__softmax_1(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr):
-    pass
-@triton_heuristics.reduction(size_hints={'x': 64, 'r0_': 4096})
-@triton.jit
-def triton_red_fused__softmax_2(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
-    pass
-"""
-
 
 def test_kernel_kinds_reads_inductor_names_and_decorators():
-    kinds = bench_gpu_inductor.kernel_kinds(INDUCTOR_SNIPPET)
+    """On Inductor's real output code for cross entropy, recorded on the H200: an online-softmax
+    pass and a log-softmax pass as looped reductions, the loss's mean as a persistent one."""
+    from course_lib import recorded
+
+    rec = recorded.load("inductor/inductor_gpu.json")
+    assert rec, "data/inductor/inductor_gpu.json is missing"
+    kinds = bench_gpu_inductor.kernel_kinds(rec.value["sources"]["cross_entropy"]["inductor"])
     assert kinds == {
-        "pointwise": 1,
+        "pointwise": 0,
         "persistent_reduction": 1,
-        "looped_reduction": 1,
-        "heuristics": ["persistent_reduction", "pointwise", "reduction"],
+        "looped_reduction": 2,
+        "heuristics": ["persistent_reduction", "reduction"],
     }
+    assert bench_gpu_inductor.kernel_kinds(rec.value["sources"]["gelu_bias"]["inductor"])["pointwise"] == 1
 
 
 def test_bytes_moved_is_each_input_once_plus_each_output_once():
