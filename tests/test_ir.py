@@ -391,3 +391,41 @@ def test_parameter_types_come_from_use_when_not_annotated():
         ir.from_python(rebinds_annotated)
     with pytest.raises(ValueError, match="arg_types names 1 types"):
         ir.from_python(rescale, ["int"])
+
+
+def _while_rule(back_edge: bool):
+    from course_lib.ir.core import Branch, Jump
+
+    def rule(L, s):
+        cond_l, body_l, end_l = L.labels("while.cond", "while.body", "while.end")
+        L.terminate(Jump(cond_l), L.new_block(cond_l))
+        c = L.cond(s.test)
+        body_b, end_b = L.new_block(body_l), L.new_block(end_l, place=False)
+        L.terminate(Branch(c, body_l, end_l), body_b)
+        L.loops.append((cond_l, end_l))
+        L.lower(s.body)
+        L.loops.pop()
+        L.terminate(Jump(cond_l if back_edge else end_l), end_b)
+        L.place(end_b)
+
+    return rule
+
+
+def _run_with(rule, prog):
+    from course_lib.ir import frontend
+
+    with frontend.override("While", rule):
+        fn = ir.from_source(prog.source, prog.name, prog.arg_types)
+    args = prog.fresh_args()
+    return ir.interpret(fn, *args, max_steps=200_000), [a for a in args if isinstance(a, list)]
+
+
+def test_a_while_rule_through_the_builder_api_matches_cpython_and_a_wrong_one_does_not():
+    from course_lib.ir import frontend
+
+    progs = randprog.while_programs(10)
+    assert all(_run_with(_while_rule(True), p) == p.expected() for p in progs)
+    assert sum(_run_with(_while_rule(False), p) != p.expected() for p in progs) >= 3  # the fixed loops catch it
+    with pytest.raises(ValueError, match="not one of While, If"):
+        with frontend.override("For", _while_rule(True)):
+            pass

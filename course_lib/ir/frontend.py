@@ -24,6 +24,7 @@ Anything else raises :class:`UnsupportedError` naming the construct and the sour
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import textwrap
 import types as pytypes
@@ -151,6 +152,30 @@ def _uses_as_list(tree: ast.FunctionDef, name: str) -> bool:
         ):
             return True
     return False
+
+
+#: statement kinds whose lowering a learner may replace with :func:`override` (01a's exercise)
+OVERRIDABLE = ("While", "If")
+
+
+@contextlib.contextmanager
+def override(kind: str, rule):
+    """Lower every ``ast.<kind>`` statement with ``rule(builder, stmt)`` inside the ``with`` body.
+
+    ``builder`` is the front end's lowering object; a rule uses its small public API:
+    ``labels``, ``new_block``, ``place``, ``terminate``, ``cond``, ``lower`` and the ``loops`` stack.
+    """
+    if kind not in OVERRIDABLE:
+        raise ValueError(f"override: {kind!r} is not one of {', '.join(OVERRIDABLE)}")
+    if not callable(rule):
+        raise TypeError(f"override: the rule for {kind} must be a function (builder, stmt) -> None")
+    attr = f"stmt_{kind}"
+    original = getattr(_Lowering, attr)
+    setattr(_Lowering, attr, lambda self, stmt: rule(self, stmt))
+    try:
+        yield
+    finally:
+        setattr(_Lowering, attr, original)
 
 
 class _Ctx:
@@ -450,6 +475,31 @@ class _Lowering:
         if (have, want) == (LIST_INT, LIST_FLOAT):
             raise UnsupportedError("passing a list[int] where a list[float] is expected", line)
         raise UnsupportedError(f"using a {have} value where a {want} is expected", line)
+
+    # ---------------------------------------------------------------- the builder API of a rule
+    def labels(self, *names: str) -> list[str]:
+        """Fresh block labels sharing one number: ``labels("while.cond", "while.end")``."""
+        return self._labels(*names)
+
+    def new_block(self, label: str, place: bool = True) -> BasicBlock:
+        """A new empty block; ``place=False`` leaves it out of the function until :meth:`place`."""
+        return self._new_block(label) if place else BasicBlock(label)
+
+    def place(self, block: BasicBlock) -> None:
+        """Append a block made with ``place=False`` (blocks print in the order they are placed)."""
+        self.fn.blocks.append(block)
+
+    def terminate(self, term, next_block: BasicBlock | None = None) -> None:
+        """End the current block with ``term`` (a Jump or Branch); continue in ``next_block``."""
+        self._terminate(term, next_block)
+
+    def cond(self, e: ast.expr):
+        """Lower a condition expression into the current block; returns the operand to branch on."""
+        return self._cond(e)
+
+    def lower(self, stmts: list) -> None:
+        """Lower a statement list into the current block (and the blocks it creates)."""
+        self._stmts(stmts)
 
     # ---------------------------------------------------------------- statements
     def _stmts(self, body):

@@ -221,3 +221,31 @@ def programs():
     from hypothesis import strategies as st
 
     return st.integers(min_value=0, max_value=2**32 - 1).map(generate)
+
+
+# Hand-written programs whose loops run many times and use break/continue: random programs'
+# loops are short, so a lowering that forgets the back edge could pass on them alone.
+FIXED_LOOPS = [
+    ("collatz_steps", "def collatz_steps(n: int) -> int:\n    steps = 0\n    while n != 1:\n"
+     "        if n % 2 == 0:\n            n = n // 2\n        else:\n            n = 3 * n + 1\n"
+     "        steps += 1\n    return steps\n", (27,), ["int"]),
+    ("skip_and_stop", "def skip_and_stop(a: list[int], limit: int) -> int:\n    i = 0\n    s = 0\n"
+     "    while i < len(a):\n        i += 1\n        if a[i - 1] < 0:\n            continue\n"
+     "        if s > limit:\n            break\n        s += a[i - 1]\n        a[i - 1] = s\n    return s * 100 + i\n",
+     ([3, -1, 4, 1, -5, 9, 2, 6, -5, 3, 5], 15), ["list[int]", "int"]),
+    ("nested", "def nested(n: int, y: float) -> float:\n    i = 0\n    t = 0.0\n    while i < n:\n"
+     "        j = i\n        while j > 0:\n            t = t + y * j\n            j -= 2\n        i += 1\n    return t\n",
+     (9, 0.25), ["int", "float"]),
+]  # fmt: skip
+
+
+def while_programs(n_random: int = 30, first_seed: int = 0) -> list[RandomProgram]:
+    """Programs with ``while`` loops for a front-end check: :data:`FIXED_LOOPS`, then random ones."""
+    out = [RandomProgram(-1 - k, src, name, args, types) for k, (name, src, args, types) in enumerate(FIXED_LOOPS)]
+    seed = first_seed
+    while len(out) < len(FIXED_LOOPS) + n_random:
+        prog = generate(seed)
+        if "while" in prog.source:
+            out.append(prog)
+        seed += 1
+    return out
