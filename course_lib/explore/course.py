@@ -75,7 +75,9 @@ def capture(fn, args, train: bool, src: Source, ptx: bool = True) -> dict:
     try:
         with torch.no_grad() if not train else _nothing():
             result, output = dynamo.capture(fn, tuple(args), backend=backend, translator_cls=_stamping_translator(src))
-        return {"graphs": graphs, "output": output, "result": result, "frontend": "course_lib.dynamo"}
+        if graphs:
+            return {"graphs": graphs, "output": output, "result": result, "frontend": "course_lib.dynamo"}
+        reason = "it captured no graph (every frame ran eagerly)"
     except Exception as exc:  # course_lib.dynamo cannot translate it: start from torch's Dynamo graph
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
     graphs.clear()
