@@ -307,3 +307,18 @@ def test_padded_transpose_and_simulated_misses():
     l1 = CacheLevel(1, "Data", 32768, 8, 64, 1)
     plain, padded = caches.measure_tiles(512, l1, [("plain", 32, 512), ("padded", 32, 528)], repeat=1)
     assert plain.misses_per_element > 4 * padded.misses_per_element  # 2 KiB stride: rows share 2 of 64 sets
+
+
+def test_clang_vectoriser_remarks_and_fallback(monkeypatch):
+    src_sum = "void kernel(float *restrict o, const float *restrict x, int n)\n{ float s = 0; for (int i = 0; i < n; i++) s += x[i]; o[0] = s; }\n"
+    src_add = "void kernel(float *restrict o, const float *restrict x, int n)\n{ for (int i = 0; i < n; i++) o[i] = x[i] + 1.0f; }\n"
+    if vectorise.clang_path() is None:
+        assert vectorise.clang_vectorise(src_add) is None and vectorise.compare_vectorisers() is None
+    else:
+        assert vectorise.clang_vectorise(src_add).vectorised
+        refused = vectorise.clang_vectorise(src_sum)
+        assert not refused.vectorised and "reorder floating-point" in str(refused)
+        assert vectorise.clang_vectorise(src_sum, "-O3 -ffast-math").vectorised
+        assert "clang failed" in str(vectorise.clang_vectorise("this is not C"))
+    monkeypatch.setattr(vectorise.shutil, "which", lambda name: None)
+    assert vectorise.clang_vectorise(src_add) is None and vectorise.compare_vectorisers() is None

@@ -22,6 +22,10 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import os
+import re
+import shutil
+import subprocess
 
 import numpy as np
 
@@ -246,3 +250,56 @@ TABLE_HEADERS = [
     "us after",
     "speed-up",
 ]
+
+
+# ----------------------------------------------------------------------------- a second vectoriser: clang's
+# LLVM's LoopVectorize (llvm/lib/Transforms/Vectorize/LoopVectorize.cpp) reports through
+# -Rpass=loop-vectorize (done), -Rpass-missed (not done) and -Rpass-analysis (why not).
+CLANG_REMARK = re.compile(r"^<stdin>:(?P<line>\d+):(?P<col>\d+): remark: (?P<msg>.*?) \[-R(?P<kind>pass(?:-missed|-analysis)?)=")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClangVerdict:
+    """What clang's loop vectoriser said about one source: vectorised or not, and its words."""
+
+    vectorised: bool
+    messages: tuple[str, ...]
+
+    def __str__(self) -> str:
+        head = "vectorised" if self.vectorised else "NOT vectorised"
+        why = [m for m in self.messages if m not in ("loop not vectorized",)]
+        return head + (": " + "; ".join(why) if why else "")
+
+
+def clang_path() -> str | None:
+    """Debian's clang-19 (beside llvm-19), or any ``clang`` on PATH; None when neither is installed."""
+    return shutil.which("clang-19") or shutil.which("clang")
+
+
+def clang_vectorise(source: str, flags: str = FLAGS) -> ClangVerdict | None:
+    """Compile ``source`` with clang and collect its loop-vectoriser remarks (None without clang)."""
+    clang = clang_path()
+    if clang is None:
+        return None
+    cmd = [clang, *flags.split(), "-c", "-o", os.devnull, "-x", "c", "-", "-Wno-invalid-feature-combination",
+           "-Rpass=loop-vectorize", "-Rpass-missed=loop-vectorize", "-Rpass-analysis=loop-vectorize"]  # fmt: skip
+    res = subprocess.run(cmd, input=source, capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        return ClangVerdict(False, (f"clang failed: {res.stderr.strip().splitlines()[-1] if res.stderr.strip() else ''}",))
+    found = [m for m in map(CLANG_REMARK.match, res.stderr.splitlines()) if m]
+    done = any(m["kind"] == "pass" for m in found)
+    return ClangVerdict(done, tuple(dict.fromkeys(m["msg"] for m in found)))
+
+
+def compare_vectorisers(cases=None) -> list[list[str]] | None:
+    """One row per case: gcc's and clang's verdict on the loop as written and on the fix."""
+    if clang_path() is None:
+        return None
+    rows = []
+    for case in (cases or CASES).values():
+        for label, src, flags in (("as written", case.bad, case.bad_flags), ("fixed", case.good, case.good_flags)):
+            gcc = compile_c(src, flags)
+            gcc_text = "; ".join(f"line {r.line}: " + ("vectorised" if r.vectorised else f"NOT vectorised ({r.reason})")
+                                 for r in gcc.report) or "(no loop reported)"
+            rows.append([case.name, label, gcc_text, str(clang_vectorise(src, flags))[:160]])
+    return rows
