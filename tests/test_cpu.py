@@ -322,3 +322,15 @@ def test_clang_vectoriser_remarks_and_fallback(monkeypatch):
         assert "clang failed" in str(vectorise.clang_vectorise("this is not C"))
     monkeypatch.setattr(vectorise.shutil, "which", lambda name: None)
     assert vectorise.clang_vectorise(src_add) is None and vectorise.compare_vectorisers() is None
+
+
+def test_vector_widths_and_sve(monkeypatch):
+    plain = vectorise.vector_bits_used(vectorise.SAXPY, "-O3")
+    assert plain and max(plain) >= 128  # -O3 vectorises saxpy with the baseline ISA (SSE2 or NEON)
+    if platform.machine() == "x86_64" and "avx512f" in pathlib.Path("/proc/cpuinfo").read_text():
+        assert 512 in vectorise.vector_bits_used(vectorise.SAXPY, "-O3 -march=native -mprefer-vector-width=512")
+    sve = vectorise.sve_assembly()
+    if sve is not None:
+        assert "whilelo" in sve and "ld1w" in sve
+    monkeypatch.setattr(vectorise.shutil, "which", lambda name: None)
+    assert vectorise.sve_assembly() is None

@@ -303,3 +303,35 @@ def compare_vectorisers(cases=None) -> list[list[str]] | None:
                                  for r in gcc.report) or "(no loop reported)"
             rows.append([case.name, label, gcc_text, str(clang_vectorise(src, flags))[:160]])
     return rows
+
+
+# ----------------------------------------------------------------------------- wider vectors: AVX-512 and SVE
+SAXPY = """void kernel(float *restrict y, const float *restrict x, float a, int n)
+{
+    for (int i = 0; i < n; i++)
+        y[i] = a * x[i] + y[i];
+}
+"""
+
+
+def vector_bits_used(source: str, flags: str) -> dict[int, int]:
+    """Packed SIMD instructions in gcc's code for ``source``, counted by register width in bits."""
+    lib = compile_c(source, flags)
+    counts: dict[int, int] = {}
+    for ins in lib.asm.functions.get("kernel", []):
+        if ins.simd == "packed":
+            counts[ins.bits] = counts.get(ins.bits, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def sve_assembly(source: str = SAXPY, compiler: str = "aarch64-linux-gnu-gcc") -> str | None:
+    """The loop body gcc emits for Arm's scalable vectors (``-march=armv8-a+sve``), or None when
+    Debian's cross compiler (package ``gcc-aarch64-linux-gnu``) is not installed."""
+    if shutil.which(compiler) is None:
+        return None
+    res = subprocess.run([compiler, "-O3", "-march=armv8-a+sve", "-S", "-o", "-", "-x", "c", "-"], input=source,
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    if res.returncode != 0:
+        return f"{compiler} failed: {res.stderr.strip()[-300:]}"
+    body = [ln for ln in res.stdout.splitlines() if ln.startswith("\t") and not ln.startswith("\t.")]
+    return "\n".join(body)
