@@ -251,3 +251,14 @@ def test_llvm_ptx_runs_on_the_course_simt_simulator():
     x, y = np.arange(100, dtype=np.float32), np.ones(100, dtype=np.float32)
     out = gpu.run_ptx(targets.ptx(sm="sm_80"), "saxpy", grid=2, block=64, args=[x, y, 3.0, 100]).outputs[1]
     assert np.allclose(out, 3.0 * x + 1.0)
+
+
+@pytest.mark.skipif(passes.opt_tool() is None, reason="LLVM's opt is not installed")
+def test_optnone_makes_mem2reg_a_no_op_and_nsw_licenses_instcombine():
+    kept = passes.opcode_counts(passes.run_opt(examples.with_optnone(examples.SUM_ALLOCA), "mem2reg"))
+    assert kept.get("alloca") == 2 and "phi" not in kept  # clang -O0's attribute: every pass skips it
+    assert passes.opcode_counts(passes.run_opt(examples.SUM_ALLOCA, "mem2reg")).get("phi") == 2
+    out = passes.run_opt(examples.NSW_PAIRS, "instcombine")
+    body = {m.split("(")[0]: m for m in out.split("define ")[1:]}
+    assert "ret i64 %x" in body["i64 @halve_double_nsw"] and "ret i64 %x" not in body["i64 @halve_double_wrap"]
+    assert "ret i1 true" in body["i1 @next_is_bigger_nsw"] and "9223372036854775807" in body["i1 @next_is_bigger_wrap"]

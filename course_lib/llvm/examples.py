@@ -156,3 +156,36 @@ def _add4() -> str:
 
 # a[0..3] = b[0..3] + c[0..3], written out as four scalar adds: what the SLP vectoriser merges
 ADD4 = _add4()
+
+# The same two computations with and without the no-signed-wrap flag, for 02a's instcombine demo:
+# with nsw an overflow is poison, so (x * 2) / 2 == x and x + 1 > x may be assumed.
+NSW_PAIRS = """\
+define i64 @halve_double_nsw(i64 %x) {
+  %a = mul nsw i64 %x, 2
+  %b = sdiv i64 %a, 2
+  ret i64 %b
+}
+define i64 @halve_double_wrap(i64 %x) {
+  %a = mul i64 %x, 2
+  %b = sdiv i64 %a, 2
+  ret i64 %b
+}
+define i1 @next_is_bigger_nsw(i64 %x) {
+  %a = add nsw i64 %x, 1
+  %c = icmp sgt i64 %a, %x
+  ret i1 %c
+}
+define i1 @next_is_bigger_wrap(i64 %x) {
+  %a = add i64 %x, 1
+  %c = icmp sgt i64 %a, %x
+  ret i1 %c
+}
+"""
+
+
+def with_optnone(text: str) -> str:
+    """``text`` with every function marked ``noinline optnone``, as ``clang -O0`` marks them."""
+    import re
+
+    marked = re.sub(r"^(define [^{]*)\{", r"\1#0 {", text, flags=re.M)
+    return marked + "\nattributes #0 = { noinline optnone }\n"
