@@ -108,3 +108,23 @@ def test_without_llc_the_dag_is_still_built(monkeypatch):
     monkeypatch.setattr(backend, "llc_tool", lambda: None)
     dag, rows, mir = backend.isel_view(examples.SUM_PHI, "sum", "body")
     assert rows == [] and mir == [] and "load" in _ops(dag)
+
+
+@pytest.mark.skipif(backend.llc_path() is None, reason="LLVM's llc is not installed")
+def test_llc_fast_allocator_spills_what_greedy_keeps_in_registers():
+    from course_lib import ir, llvm
+    from course_lib.llvm import passes
+
+    def dot(a: list[float], b: list[float], n: int) -> float:
+        s = 0.0
+        for i in range(n):
+            s += a[i] * b[i]
+        return s
+
+    rows = {
+        r.allocator: r for r in backend.regalloc_table(str(passes.optimize(str(llvm.lower(ir.from_python(dot))), 2)))
+    }
+    assert set(rows) == {"fast", "basic", "greedy"}
+    assert rows["fast"].spills > 0 and rows["fast"].reloads > 0  # values live across blocks go to the stack
+    assert rows["greedy"].spills == rows["basic"].spills == 0  # 16 registers are plenty for dot
+    assert rows["fast"].instructions > rows["greedy"].instructions

@@ -591,3 +591,34 @@ def mcinst_block(llvm_text: str, block: str, **kw) -> str:
         if inside:
             lines.append(line)
     return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- register allocators
+#: llc's allocators (``-regalloc=``), in ``llvm/lib/CodeGen``: RegAllocFast.cpp (block-local, spills
+#: every value live across a block boundary: -O0's choice), RegAllocBasic.cpp (priority queue of
+#: live ranges, spills the cheaper one on a conflict), RegAllocGreedy.cpp (the -O1+ default: also
+#: splits a live range around its busy region instead of spilling it whole).
+REGALLOCS = ("fast", "basic", "greedy")
+
+
+@dataclasses.dataclass
+class RegAllocRow:
+    allocator: str
+    spills: int  # stores to stack slots llc inserted (its "Spill" comments)
+    reloads: int  # loads back from them ("Reload" comments)
+    instructions: int  # machine instructions of the module
+
+
+def regalloc_table(llvm_text: str, triple: str = "x86_64-unknown-linux-gnu") -> list[RegAllocRow]:
+    """Compile ``llvm_text`` with each of llc's register allocators; count spills, reloads, instructions.
+
+    Raises ``RuntimeError`` with the install sentence when ``llc`` is missing.
+    """
+    rows = []
+    for ra in REGALLOCS:
+        out = run_llc(llvm_text, f"-regalloc={ra}", triple=triple)
+        if not out.ok:
+            raise RuntimeError(out.text)
+        body = [line for line in out.text.splitlines() if line.startswith("\t") and not line.startswith("\t.")]
+        rows.append(RegAllocRow(ra, sum("Spill" in x for x in body), sum("Reload" in x for x in body), len(body)))
+    return rows
