@@ -526,3 +526,43 @@ def _tile_solution(cache_bytes, ways, line_bytes, elem_bytes, arrays, ld):
     while arrays * (2 * t) ** 2 * elem_bytes <= cache_bytes and arrays * busiest_set(2 * t) <= ways:
         t *= 2
     return t
+
+
+# ----------------------------------------------------------------------------- 06b Ex2: which threads share a line (issue 24)
+
+
+def test_false_sharing_pairs_checked_on_odd_layouts():
+    import numpy as np
+
+    from course_lib.cpu import openmp
+
+    g = np.random.default_rng(2)
+    cases = [([8 * t for t in range(4)], 8, 64), ([60, 68], 8, 64), ([4, 132], 72, 64)] + [
+        ([int(b + t * s) for t in range(int(g.integers(2, 9)))], int(z), int(ln))
+        for b, s, z, ln in ((g.integers(0, 200), g.choice([4, 8, 12, 24, 64, 72, 100]), g.choice([4, 8, 12, 24, 72]),
+                             g.choice([32, 64, 128])) for _ in range(39))]  # fmt: skip
+
+    def solution(offsets, size, line):
+        owners = {}
+        for t, off in enumerate(offsets):
+            for ln in range(off // line, (off + size - 1) // line + 1):
+                owners.setdefault(ln, set()).add(t)
+        return {(t, u) for ts in owners.values() for t in ts for u in ts if t < u}
+
+    def first_byte_only(offsets, size, line):  # wrong: forgets that a field can straddle two lines
+        return {(t, u) for t in range(len(offsets)) for u in range(t + 1, len(offsets))
+                if offsets[t] // line == offsets[u] // line}  # fmt: skip
+
+    def neighbours_only(offsets, size, line):  # wrong: only adjacent threads can share
+        return {p for p in solution(offsets, size, line) if p[1] == p[0] + 1}
+
+    def run(fn):
+        return check.Lab("t").run("fs", lambda: [set(fn(*c)) for c in cases],
+                                  expected=lambda: [openmp.false_sharing_pairs(*c) for c in cases],
+                                  compare=check.per_input([str(c) for c in cases]),
+                                  guard=["course_lib.cpu.openmp:false_sharing_pairs"])  # fmt: skip
+
+    assert run(solution).passed
+    assert run(first_byte_only).status == check.FAILED
+    assert run(neighbours_only).status == check.FAILED
+    assert "reference" in run(lambda *c: openmp.false_sharing_pairs(*c)).message

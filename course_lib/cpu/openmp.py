@@ -159,3 +159,21 @@ class Speedup:
     @property
     def ratio(self) -> float:
         return self.one / self.many
+
+
+# ----------------------------------------------------------------------------- which threads share a line?
+def lines_of(offset: int, size: int, line_bytes: int) -> range:
+    """Cache-line numbers touched by ``size`` bytes at byte ``offset`` (a field may straddle two)."""
+    return range(offset // line_bytes, (offset + size - 1) // line_bytes + 1)
+
+
+def false_sharing_pairs(offsets: list[int], size: int, line_bytes: int) -> set[tuple[int, int]]:
+    """Pairs (t, u), t < u, of threads whose ``size``-byte fields at ``offsets[t]`` and
+    ``offsets[u]`` touch a common cache line: every write by one invalidates the other's copy."""
+    if size < 1 or line_bytes < 1 or any(o < 0 for o in offsets):
+        raise ValueError(f"offsets must be >= 0 and size, line_bytes positive; got {offsets}, {size}, {line_bytes}")
+    owners: dict[int, set[int]] = {}
+    for t, off in enumerate(offsets):
+        for ln in lines_of(off, size, line_bytes):
+            owners.setdefault(ln, set()).add(t)
+    return {(t, u) for ts in owners.values() for t in ts for u in ts if t < u}
