@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from course_lib.llvm import backend, examples
+from course_lib.llvm import backend, examples, targets
 
 NEEDS_LLC = pytest.mark.skipif(backend.llc_path() is None, reason=backend.MISSING_LLC)
 
@@ -128,3 +128,20 @@ def test_llc_fast_allocator_spills_what_greedy_keeps_in_registers():
     assert rows["fast"].spills > 0 and rows["fast"].reloads > 0  # values live across blocks go to the stack
     assert rows["greedy"].spills == rows["basic"].spills == 0  # 16 registers are plenty for dot
     assert rows["fast"].instructions > rows["greedy"].instructions
+
+
+@pytest.mark.skipif(targets.hsaco_missing() is not None, reason=str(targets.hsaco_missing()))
+def test_saxpy_links_to_an_hsaco_whose_metadata_lays_out_the_arguments():
+    co = targets.hsaco()
+    with open(co.path, "rb") as f:
+        assert f.read(4) == b"\x7fELF"
+    k = co.kernel("saxpy")
+    assert co.metadata["amdhsa.target"].endswith("gfx942") and k[".wavefront_size"] == 64
+    named = [(a[".name"], a[".offset"], a[".size"], a[".value_kind"]) for a in k[".args"] if ".name" in a]
+    assert named == [
+        ("x", 0, 8, "global_buffer"),
+        ("y", 8, 8, "global_buffer"),
+        ("a", 16, 4, "by_value"),
+        ("n", 20, 4, "by_value"),
+    ]
+    assert 0 < k[".vgpr_count"] <= 16 and k[".vgpr_spill_count"] == 0

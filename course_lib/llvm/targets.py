@@ -12,6 +12,7 @@ optimiser sizes and alignments, so a module is re-targeted before it is optimise
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import shutil
@@ -215,3 +216,79 @@ def amdgcn(llvm_ir=None, gfx: str = "gfx942") -> str:
 def ptx_special_registers(ptx_text: str) -> list[str]:
     """The PTX special registers read (``%tid.x``, ``%ctaid.x``, ``%ntid.x``...), sorted."""
     return sorted(set(re.findall(r"%(?:tid|ntid|ctaid|nctaid)\.[xyz]", ptx_text)))
+
+
+# ----------------------------------------------------------------------------- AMDGPU code objects
+@dataclasses.dataclass
+class CodeObject:
+    """An AMDGPU code object (``.hsaco``): the ELF file ROCm's loader maps, and the kernel
+    metadata note (``NT_AMDGPU_METADATA``) the runtime reads to lay out the arguments."""
+
+    path: str
+    size: int
+    metadata: dict  # the note's YAML as llvm-readelf prints it: amdhsa.kernels, amdhsa.target...
+    commands: list[str]
+
+    def kernel(self, name: str) -> dict:
+        return next(k for k in self.metadata["amdhsa.kernels"] if k[".name"] == name)
+
+
+def _tool(name: str) -> str | None:
+    """``llc`` of the newest installed LLVM, and ``ld.lld`` / ``llvm-readelf`` of that same version."""
+    from course_lib.llvm import tools
+
+    llc = tools.find("llc")
+    if name == "llc":
+        return llc.path if llc else None
+    major = llc.major if llc else None
+    for candidate in ([f"{name}-{major}", f"/usr/lib/llvm-{major}/bin/{name}"] if major else []) + [name]:
+        path = shutil.which(candidate)
+        if path:
+            return path
+    return None
+
+
+def hsaco_missing() -> str | None:
+    """None when llc, ld.lld and llvm-readelf are installed, else the sentence saying what is missing."""
+    lacking = [n for n in ("llc", "ld.lld", "llvm-readelf") if _tool(n) is None]
+    if not lacking:
+        return None
+    return (
+        f"{', '.join(lacking)} not installed, so no .hsaco is linked here (Debian: "
+        "`sudo apt-get install llvm-19 lld-19`); the AMDGPU assembly above is still real."
+    )
+
+
+def hsaco(llvm_ir=None, gfx: str = "gfx942") -> CodeObject:
+    """Compile (``llc -filetype=obj``), link (``ld.lld -shared``, as Triton's AMD backend does in its
+    ``hsaco`` stage) and read back the metadata note (``llvm-readelf --notes``) of a kernel."""
+    import yaml
+
+    why = hsaco_missing()
+    if why:
+        raise RuntimeError(why)
+    text = str(llvm_ir if llvm_ir is not None else saxpy_kernel("amdgcn"))
+    key = hashlib.sha256((text + gfx).encode()).hexdigest()[:16]
+    folder = env.cache_dir() / "hsaco"
+    folder.mkdir(parents=True, exist_ok=True)
+    src, obj, out = (folder / f"{key}.{ext}" for ext in ("ll", "o", "hsaco"))
+    src.write_text(text)
+    commands = [
+        [_tool("llc"), "-mtriple=amdgcn-amd-amdhsa", f"-mcpu={gfx}", "-O3", "-filetype=obj", str(src), "-o", str(obj)],
+        [_tool("ld.lld"), "-shared", str(obj), "-o", str(out)],
+    ]
+    for cmd in commands:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed: {done.stderr.strip()[:1000]}")
+    notes = subprocess.run([_tool("llvm-readelf"), "--notes", str(out)], capture_output=True, text=True, timeout=60)
+    # the note prints as "AMDGPU Metadata:", an indented "---", the YAML document, then "..."
+    note = notes.stdout.split("AMDGPU Metadata:", 1)[-1] if "AMDGPU Metadata:" in notes.stdout else ""
+    block = note.split("---\n", 1)[-1].split("\n...", 1)[0] if "---\n" in note else ""
+    if not block:
+        raise RuntimeError("llvm-readelf printed no AMDGPU metadata note for the code object")
+    metadata = yaml.safe_load(block.replace("!str ", ""))  # !str: a YAML tag PyYAML does not know
+    shown = [
+        " ".join(["llc" if k == 0 else "ld.lld", *c[1:]]).replace(str(folder) + "/", "") for k, c in enumerate(commands)
+    ]
+    return CodeObject(str(out), out.stat().st_size, metadata, shown)
