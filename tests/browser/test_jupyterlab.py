@@ -71,9 +71,7 @@ EXPECTED_FIGURES = {
 # Check cells whose check is not the cell's last expression, so JupyterLab shows no verdict under
 # them (the summary at the end still counts them). Their notebooks belong to other engineers; this
 # list may only shrink: a check listed here that starts showing its verdict fails the test.
-KNOWN_SILENT_CHECKS: set[str] = {
-    "trace PTX to Python",  # 00_tour's explorer epilogue: lab.summary() follows the check in its cell
-}
+KNOWN_SILENT_CHECKS: set[str] = set()
 
 # ----------------------------------------------------------------------------- the server
 
