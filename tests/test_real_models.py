@@ -22,7 +22,18 @@ def strict(monkeypatch):
     monkeypatch.setenv("COURSE_INDUCTOR_STRICT", "1")
 
 
-@pytest.mark.parametrize("name", list(real_models.MODELS))
+#: known failures, each with what fails; strict xfail, so a fix shows up as XPASS
+KNOWN = {
+    "mistral": "inference graph: course_lib.inductor's wrapper builds a view with a negative storage offset "
+    "(as_strided in codegen/wrapper.py reinterpret) on Mistral's sliding-window mask",
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN[n], strict=True)) if n in KNOWN else n
+     for n in real_models.MODELS],
+)  # fmt: skip
 def test_real_model_inference_and_training_step_match_eager(name, strict):
     torch.manual_seed(0)
     result = real_models.compare(name, backend="course_lib")

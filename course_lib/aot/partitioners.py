@@ -69,7 +69,7 @@ def subgraph(graph: Graph, inputs: list[Node], outputs: list[Node]) -> Graph:
     """
     stop = set(inputs)
     needed = _ancestors(outputs, stop)
-    new = Graph()
+    new = Graph(graph.owning_module)  # get_attr nodes (tensor constants) still resolve
     env: dict[Node, Node] = {}
     for node in inputs:
         env[node] = new.placeholder(node.name)
