@@ -74,3 +74,18 @@ def test_tuner_says_which_source():
     assert choice.source in ("analytic cost model", "recorded H200 timings")
     assert tune.config_name(choice.best) in choice.times_us
     assert tune.model_time_us((512, 512, 128, 8, 4), 4096, 4096, 4096) == float("inf")
+
+
+def test_make_ttgir_source_lines_up_with_the_passes_mlir_ran():
+    from course_lib.triton import tour
+
+    source = tour.stage_source("make_ttgir")
+    assert "add_coalesce" in source and len(tour.declared_passes(source)) > 30
+    for target, capability in (("sm_90", 90), ("sm_80", 80)):
+        ran = [p for p in compile_stages(*K.signature("add"), target=target, passes=True).passes if p.stage != "llir"]
+        rows = tour.align(source, ran, capability)
+        names = [r.call.name for r in rows]
+        assert all(r.ran is not None for r in rows), [(r.call.line, r.call.name) for r in rows if r.ran is None]
+        assert ("prefetch" in names) == (capability == 80) and ("tma_lowering" in names) == (capability == 90)
+    with pytest.raises(ValueError, match="no 'make_nothing'"):
+        tour.stage_source("make_nothing")
