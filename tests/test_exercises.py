@@ -566,3 +566,27 @@ def test_false_sharing_pairs_checked_on_odd_layouts():
     assert run(first_byte_only).status == check.FAILED
     assert run(neighbours_only).status == check.FAILED
     assert "reference" in run(lambda *c: openmp.false_sharing_pairs(*c)).message
+
+
+# ----------------------------------------------------------------------------- 06a Ex2: predict gcc's verdicts (issue 24)
+
+
+def test_gcc_verdict_prediction_is_checked_by_compiling():
+    import shutil
+
+    from course_lib.cpu import vectorise
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    truth = {name: v for name, (v, _) in vectorise.gcc_verdicts().items()}
+    assert len(truth) == 9 and 2 <= sum(truth.values()) <= 7  # both answers occur
+
+    def run(pred):
+        return check.Lab("t").run("p", lambda: pred, expected=truth, predict=True)
+
+    assert run(dict(truth)).passed
+    all_yes = dict.fromkeys(truth, True)
+    assert run(all_yes).status == check.FAILED
+    flipped = {**truth, "early exit": not truth["early exit"]}
+    v = run(flipped)
+    assert v.status == check.FAILED and repr(truth) not in v.message  # the expected dict is never shown

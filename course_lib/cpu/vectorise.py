@@ -335,3 +335,27 @@ def sve_assembly(source: str = SAXPY, compiler: str = "aarch64-linux-gnu-gcc") -
         return f"{compiler} failed: {res.stderr.strip()[-300:]}"
     body = [ln for ln in res.stdout.splitlines() if ln.startswith("\t") and not ln.startswith("\t.")]
     return "\n".join(body)
+
+
+# ----------------------------------------------------------------------------- predict gcc's verdicts
+# Nine small loops, one function each: 06a Exercise 2 asks which of them gcc -O3 vectorises.
+PREDICT_LOOPS = {
+    "copy with restrict": "void f(float *restrict y, const float *restrict x, int n)\n{\n    for (int i = 0; i < n; i++)\n        y[i] = 2.0f * x[i];\n}\n",
+    "copy without restrict": "void f(float *y, const float *x, int n)\n{\n    for (int i = 0; i < n; i++)\n        y[i] = 2.0f * x[i];\n}\n",
+    "int sum": "int f(const int *x, int n)\n{\n    int s = 0;\n    for (int i = 0; i < n; i++)\n        s += x[i];\n    return s;\n}\n",
+    "runtime stride": "void f(float *restrict y, const float *restrict x, int n, int s)\n{\n    for (int i = 0; i < n; i++)\n        y[i] = x[i * s];\n}\n",
+    "expf call": "#include <math.h>\nvoid f(float *restrict y, const float *restrict x, int n)\n{\n    for (int i = 0; i < n; i++)\n        y[i] = expf(x[i]);\n}\n",
+    "loop-carried dependence": "void f(float *restrict y, int n)\n{\n    for (int i = 1; i < n; i++)\n        y[i] = y[i - 1] * 0.5f + 1.0f;\n}\n",
+    "select in the body": "void f(float *restrict y, const float *restrict x, int n)\n{\n    for (int i = 0; i < n; i++)\n        y[i] = x[i] > 0.0f ? x[i] : 0.0f;\n}\n",
+    "early exit": "int f(const int *x, int n)\n{\n    for (int i = 0; i < n; i++)\n        if (x[i] == 42)\n            return i;\n    return -1;\n}\n",
+    "accumulate into out[0]": "void f(int *out, const int *x, int n)\n{\n    for (int i = 0; i < n; i++)\n        out[0] += x[i];\n}\n",
+}  # fmt: skip
+
+
+def gcc_verdicts(loops: dict[str, str] | None = None, flags: str = FLAGS) -> dict[str, tuple[bool, str]]:
+    """name -> (vectorised?, gcc's report) for each loop, compiled now by this machine's gcc."""
+    out = {}
+    for name, src in (loops or PREDICT_LOOPS).items():
+        lib = compile_c(src, flags)
+        out[name] = (bool(lib.vectorised_lines), lib.report_text())
+    return out
