@@ -44,6 +44,8 @@ tools:
 	@$(MAKE) --no-print-directory _tool BIN=opt-19 PKG=llvm-19 CONDA=llvm-tools HAVE=llvm \
 	  WHY="Module 2's single passes licm / loop-vectorize / slp-vectorize and its llc back-end walkthrough are skipped without it"
 	@$(MAKE) --no-print-directory _tool BIN=gcc PKG=gcc WHY="Inductor's C++ backend and Module 6 need it"
+	@$(MAKE) --no-print-directory _tool BIN=clang-19 PKG=clang-19 WHY="06c's clang loop-vectoriser comparison is skipped without it"
+	@$(MAKE) --no-print-directory _tool BIN=aarch64-linux-gnu-gcc PKG=gcc-aarch64-linux-gnu WHY="06c's SVE listing is skipped without it"
 	@$(MAKE) --no-print-directory _tool BIN=chromium PKG=chromium WHY="make test-browser (notebooks rendered in a real browser) is skipped without it"
 
 # LLVM 19 or newer under any of the names course_lib.llvm.tools looks for (opt-20, /usr/lib/llvm-21/bin/opt...)
