@@ -137,3 +137,17 @@ def test_nll_loss_of_one_unbatched_row():
         for got, want in zip(graph(x, target), op(x, target, None, reduction, -100), strict=True):
             assert got.shape == want.shape
             torch.testing.assert_close(got, want)
+
+
+def test_safe_softmax_masked_row_has_a_finite_gradient():
+    """A row of -inf gives zeros and a zero gradient; the entry used to hide a NaN behind where()."""
+    op = torch.ops.aten._safe_softmax.default
+    x = torch.randn(3, 4)
+    x[1] = float("-inf")
+    graph = decomp.trace(functools.partial(op, dim=1), x)
+    mine, ref = x.clone().requires_grad_(), x.clone().requires_grad_()
+    cot = torch.randn(3, 4)
+    (got,) = torch.autograd.grad(graph(mine), mine, cot)
+    (want,) = torch.autograd.grad(op(ref, 1), ref, cot)
+    torch.testing.assert_close(graph(x), op(x, 1))
+    torch.testing.assert_close(got, want)

@@ -136,6 +136,10 @@ def safe_softmax(x: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tenso
     """Softmax whose fully masked rows (every entry -inf) give zeros instead of NaN (CUDA's sdpa math path)."""
     if dtype is not None and dtype != x.dtype:
         x = aten._to_copy.default(x, dtype=dtype)
-    out = aten._softmax.default(x, dim, False)
-    masked = aten.eq.Scalar(aten.amax.default(x, [dim], True), float("-inf"))
-    return aten.where.self(masked, _scalar(0.0, out), out)
+    # No NaN anywhere, not even in a branch a where() drops: its gradient would be 0 * NaN = NaN.
+    # A fully masked row is shifted by 0 (not -inf - -inf), its exps are all 0, and it divides by 1.
+    top = aten.amax.default(x, [dim], True)
+    masked = aten.eq.Scalar(top, float("-inf"))
+    e = aten.exp.default(aten.sub.Tensor(x, aten.where.self(masked, _scalar(0.0, top), top)))
+    total = aten.sum.dim_IntList(e, [dim], True)
+    return aten.div.Tensor(e, aten.where.self(masked, _scalar(1.0, total), total))
