@@ -120,6 +120,14 @@ def _close(a, b, torch) -> bool:
 
 
 def run(smoke: bool = False) -> dict:
+    """Measure every workload (see the module docstring); grad mode is off inside, restored after."""
+    import torch
+
+    with torch.no_grad():
+        return _measure(smoke)
+
+
+def _measure(smoke: bool) -> dict:
     import torch
 
     import course_lib  # noqa: F401  (sets Triton's mode before torch/triton load)
@@ -132,7 +140,6 @@ def run(smoke: bool = False) -> dict:
     do_bench = None
     if not smoke:
         from triton.testing import do_bench
-    torch.set_grad_enabled(False)
     copy_bw = _copy_bandwidth(torch, do_bench, rows, cols) if do_bench else None
     result = {"shape": [rows, cols], "copy_GBps": copy_bw / 1e9 if copy_bw else None, "rows": [], "sources": {}}
     for name, (fn, args, nbytes) in workloads(torch, device, rows, cols).items():

@@ -38,7 +38,10 @@ def test_bytes_moved_is_each_input_once_plus_each_output_once():
 
 
 def test_smoke_run_compiles_every_workload_correctly():
+    import torch
+
     result = bench_gpu_inductor.run(smoke=True)
+    assert torch.is_grad_enabled(), "the benchmark must not leave grad mode off for the rest of the process"
     for row in result["rows"]:
         assert "error" not in row, row
         assert row["course_correct"], row
