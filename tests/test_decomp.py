@@ -47,6 +47,8 @@ def test_entry_matches_eager_and_leaves_only_primitives(op):
     graph = decomp.trace(fn, *tensors)
     assert decomp.non_primitive(graph) == [], str(graph)
     got = _flat(graph(*tensors))
+    if op in STAND_IN:  # the CPU stand-in computes (output, logsumexp); the CUDA op's RNG seed/offset have no twin
+        got = got[: len(want)]
     for w, g in zip(want, got, strict=True):
         assert g.shape == w.shape
         torch.testing.assert_close(g.to(w.dtype), w, rtol=1e-4, atol=1e-5)
