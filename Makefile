@@ -1,7 +1,7 @@
 # Python to PTX: the course's commands.  `make lab` to learn, `make test` to check everything.
 #
 #   make lab     set up (if needed) and open JupyterLab on labs/
-#   make test    set up (if needed), run tests/, execute every notebook with nbval, check labs/ is in sync
+#   make test    set up (if needed), lint (ruff), run tests/, execute every notebook with nbval, check labs/ is in sync
 #   make labs    regenerate labs/ from solutions/ (never overwrites a lab you edited; FORCE=1 does)
 #   make bench   run the benchmarks; results go to bench/results/
 #   make test-browser  open every notebook in JupyterLab in headless Chromium and check what it shows
@@ -28,7 +28,7 @@ export PYTHONHASHSEED := 0
 # keeps Agg instead of its inline backend and no figure ever appears in the notebook.
 test-unit test-notebooks bench grade-setup: export MPLBACKEND := Agg
 
-.PHONY: lab test labs bench install tools clean distclean test-unit test-notebooks test-browser check-labs grade-setup
+.PHONY: lab test labs bench install tools clean distclean lint test-unit test-notebooks test-browser check-labs grade-setup
 
 install: $(STAMP) tools
 
@@ -100,8 +100,14 @@ test-notebooks: install
 	COURSE_CHECK_STRICT=solutions $(PY) -m pytest -q -n $(JOBS) --dist loadfile --nbval-lax --nbval-cell-timeout=600 solutions
 	COURSE_CHECK_STRICT=labs $(PY) -m pytest -q -n $(JOBS) --dist loadfile --nbval-lax --nbval-cell-timeout=600 labs
 
+# ruff's lint rules and formatter (pyproject.toml's [tool.ruff]); notebooks and recorded data are left out.
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
 test: install
 	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory lint && \
 	$(MAKE) --no-print-directory check-labs && \
 	$(MAKE) --no-print-directory test-unit && \
 	$(MAKE) --no-print-directory test-notebooks && \

@@ -60,8 +60,12 @@ def main(results_dir: pathlib.Path) -> None:
                     runs.append(browser.open_time(pg, path))
             result["open_runs"] = runs
             result["open_ms_median"] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-    print(f"two-layer GPT-2: {result['panes']} panes, {lines} lines, {links} links, page {result['page_bytes'] / 1e6:.1f} MB")
-    print(f"built in {build_s:.0f} s (course {result['side_s'].get('course', 0)} s, real {result['side_s'].get('real', 0)} s)")
+    print(
+        f"two-layer GPT-2: {result['panes']} panes, {lines} lines, {links} links, page {result['page_bytes'] / 1e6:.1f} MB"
+    )
+    print(
+        f"built in {build_s:.0f} s (course {result['side_s'].get('course', 0)} s, real {result['side_s'].get('real', 0)} s)"
+    )
     if "open_ms_median" in result:
         med = result["open_ms_median"]
         print(f"page open (median of 3): script ready {med['ready_ms']:.0f} ms, load {med['load_ms']:.0f} ms "

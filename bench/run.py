@@ -31,7 +31,9 @@ def main(argv: list[str]) -> int:
         start = time.perf_counter()
         code = f"import pathlib, bench_{name} as b; b.main(pathlib.Path({str(RESULTS)!r}))"
         proc = subprocess.run([sys.executable, "-c", code], cwd=HERE)
-        print(f"=== bench {name}: {'ok' if proc.returncode == 0 else 'FAILED'} in {time.perf_counter() - start:.0f} s ===")
+        print(
+            f"=== bench {name}: {'ok' if proc.returncode == 0 else 'FAILED'} in {time.perf_counter() - start:.0f} s ==="
+        )
         if proc.returncode != 0:
             failed.append(name)
     print(f"results in {RESULTS.relative_to(HERE.parent)}/" + (f"; failed: {failed}" if failed else ""))

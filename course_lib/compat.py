@@ -93,8 +93,9 @@ def aot_graphs(fn, args, decompositions=None):
 
         return compiler
 
-    compiled = aot_function(fn, fw_compiler=recorder("forward"), bw_compiler=recorder("backward"),
-                            decompositions=decompositions)
+    compiled = aot_function(
+        fn, fw_compiler=recorder("forward"), bw_compiler=recorder("backward"), decompositions=decompositions
+    )
     out = compiled(*args)
     (out if out.dim() == 0 else out.sum()).backward()
     return captured["forward"], captured.get("backward")
@@ -246,8 +247,11 @@ def triton_compile_scope(kernel):
                 made[id(val)] = jit_function(val.fn)
             return made[id(val)]
 
-        spaces = [vars(m) for name, m in list(sys.modules.items())
-                  if m is not None and (name == "triton.language" or name.startswith("triton.language."))]
+        spaces = [
+            vars(m)
+            for name, m in list(sys.modules.items())
+            if m is not None and (name == "triton.language" or name.startswith("triton.language."))
+        ]
         fn = getattr(kernel, "fn", kernel)
         spaces.append(getattr(fn, "__globals__", {}))
         for space in spaces:
@@ -342,7 +346,6 @@ def dynamo_run_frame_normally():
         return None
     strategy = types.FrameExecStrategy(types.FrameAction.SKIP, types.FrameAction.DEFAULT)
     return types.ConvertFrameReturn(frame_exec_strategy=strategy, apply_to_code=False)
-
 
 
 # ---------------------------------------------------------------------------
@@ -600,7 +603,6 @@ def inductor_run_and_get_code(fn, *args, **kwargs):
     return run_and_get_code(torch.compile(fn, **kwargs), *args)
 
 
-
 # ---------------------------------------------------------------------------
 # llvm (Module 2)
 # ---------------------------------------------------------------------------
@@ -638,13 +640,17 @@ def fx_node_origins(node, roots: bool = True) -> list[tuple[str, int]]:
     if not roots:
         for src in todo:
             if not hasattr(src, "name"):
-                raise CompatError("node.meta['from_node'] no longer holds NodeSource objects; see compat.fx_node_origins")
+                raise CompatError(
+                    "node.meta['from_node'] no longer holds NodeSource objects; see compat.fx_node_origins"
+                )
         return list(dict.fromkeys((src.name, src.graph_id) for src in todo))
     roots_ = found
     while todo:
         src = todo.pop(0)
         if not hasattr(src, "name"):
-            raise CompatError("node.meta['from_node'] no longer holds NodeSource objects; update compat.fx_node_origins")
+            raise CompatError(
+                "node.meta['from_node'] no longer holds NodeSource objects; update compat.fx_node_origins"
+            )
         parents = getattr(src, "from_node", None) or []
         if parents:
             todo.extend(parents)

@@ -117,23 +117,47 @@ def _cuda_row() -> Row:
     if env.has_cuda():
         torch = sys.modules.get("torch")
         if torch is not None and not torch.cuda.is_available():
-            return Row("CUDA GPU", "driver present, but this torch build has no CUDA", True,
-                       "GPU cells will show recorded artefacts; install a CUDA build of torch to run them")
+            return Row(
+                "CUDA GPU",
+                "driver present, but this torch build has no CUDA",
+                True,
+                "GPU cells will show recorded artefacts; install a CUDA build of torch to run them",
+            )
         return Row("CUDA GPU", "present", True)
     return Row("CUDA GPU", "none (CPU mode)", True, "GPU cells show artefacts recorded on an NVIDIA H200")
 
 
 def run() -> DoctorReport:
-    rows = [Row("python", platform.python_version(), sys.version_info[:2] >= (3, 11),
-                "" if sys.version_info[:2] >= (3, 11) else "the course needs Python 3.11 or newer")]
+    rows = [
+        Row(
+            "python",
+            platform.python_version(),
+            sys.version_info[:2] >= (3, 11),
+            "" if sys.version_info[:2] >= (3, 11) else "the course needs Python 3.11 or newer",
+        )
+    ]
     rows += [_package_row(d, pin) for d, pin in PINNED.items() if d not in ("jupyterlab_widgets",)]
     rows.append(_widgets_row())
-    rows.append(_tool_row("dot", "graphs are shown as DOT text instead of pictures",
-                          "install Graphviz: `sudo apt-get install graphviz` (or `conda install graphviz`)",
-                          required=False))
-    rows.append(_tool_row("gcc", "needed for Inductor's C++ backend and Module 6",
-                          "install a C compiler: `sudo apt-get install gcc`"))
-    rows.append(_tool_row("llc", "Module 2's back-end walkthrough is skipped",
-                          "install LLVM's tools: `sudo apt-get install llvm-19` (or `make install` as root)", required=False))
+    rows.append(
+        _tool_row(
+            "dot",
+            "graphs are shown as DOT text instead of pictures",
+            "install Graphviz: `sudo apt-get install graphviz` (or `conda install graphviz`)",
+            required=False,
+        )
+    )
+    rows.append(
+        _tool_row(
+            "gcc", "needed for Inductor's C++ backend and Module 6", "install a C compiler: `sudo apt-get install gcc`"
+        )
+    )
+    rows.append(
+        _tool_row(
+            "llc",
+            "Module 2's back-end walkthrough is skipped",
+            "install LLVM's tools: `sudo apt-get install llvm-19` (or `make install` as root)",
+            required=False,
+        )
+    )
     rows.append(_cuda_row())
     return DoctorReport(tuple(rows), env.mode())

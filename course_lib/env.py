@@ -79,7 +79,7 @@ def artefact(kind: str, name: str, build: Callable[[pathlib.Path], None]) -> pat
     return path
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def has_cuda() -> bool:
     """True when an NVIDIA GPU with a driver is visible.
 

@@ -66,7 +66,6 @@ def backward_inputs(backward_gm) -> list[str]:
 # ----------------------------------------------------------------------------- Inductor output
 
 
-
 def inductor_kernels(code: str) -> list[str]:
     """Names of the kernels Inductor generated in one output-code module."""
     return [name for name, _, _ in compat.inductor_code_kernels(code)]

@@ -31,7 +31,10 @@ def check_kernels(K, torch) -> dict:
     out["online_softmax"] = (K.softmax(a, online=True, block=128) - a.softmax(-1)).abs().max().item()
     w, b = torch.randn(781, device=dev), torch.randn(781, device=dev)
     out["layernorm"] = (K.layernorm(a, w, b) - torch.nn.functional.layer_norm(a, (781,), w, b)).abs().max().item()
-    m1, m2 = torch.randn(333, 517, device=dev, dtype=torch.float16), torch.randn(517, 259, device=dev, dtype=torch.float16)
+    m1, m2 = (
+        torch.randn(333, 517, device=dev, dtype=torch.float16),
+        torch.randn(517, 259, device=dev, dtype=torch.float16),
+    )
     out["matmul"] = (K.matmul(m1, m2, 64, 64, 32).float() - (m1.float() @ m2.float())).abs().max().item()
     q, k, v = (torch.randn(2, 3, 200, 64, device=dev, dtype=torch.float16) for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(q, k, v)
@@ -55,7 +58,9 @@ def measure(K, tune, torch, triton) -> dict:
     del x, y, o
     rows, cols = 32768, 4096
     a, out = torch.randn(rows, cols, device="cuda"), torch.empty(rows, cols, device="cuda")
-    t = min(bench(lambda: K.softmax_kernel[(rows,)](a, out, cols, cols, cols, BLOCK=cols, num_warps=w)) for w in (8, 16))
+    t = min(
+        bench(lambda: K.softmax_kernel[(rows,)](a, out, cols, cols, cols, BLOCK=cols, num_warps=w)) for w in (8, 16)
+    )
     res["softmax_gbs"] = 2 * rows * cols * 4 / t / 1e6
     res["softmax_fraction_of_copy"] = res["softmax_gbs"] / res["copy_gbs"]
     res["torch_softmax_gbs"] = 2 * rows * cols * 4 / bench(lambda: torch.softmax(a, -1)) / 1e6
@@ -67,15 +72,22 @@ def measure(K, tune, torch, triton) -> dict:
     for cfg in tune.MATMUL_CONFIGS:
         bm, bn, bk, w, s = cfg
         try:
-            timings[tune.config_name(cfg)] = 1000 * bench(lambda: K.matmul(A, B, bm, bn, bk, 8, num_warps=w, num_stages=s))
+            timings[tune.config_name(cfg)] = 1000 * bench(
+                lambda: K.matmul(A, B, bm, bn, bk, 8, num_warps=w, num_stages=s)
+            )
         except Exception as exc:  # out of shared memory etc.
             timings[tune.config_name(cfg)] = None
             print("config", cfg, "failed:", type(exc).__name__)
     ok = {k: v for k, v in timings.items() if v is not None}
     best_name = min(ok, key=ok.get)
     torch_us = 1000 * bench(lambda: torch.matmul(A, B))
-    res["matmul"] = {"best_config": best_name, "triton_us": ok[best_name], "torch_us": torch_us,
-                     "fraction_of_cublas": torch_us / ok[best_name], "tflops": 2 * M * N * Kd / ok[best_name] / 1e6}
+    res["matmul"] = {
+        "best_config": best_name,
+        "triton_us": ok[best_name],
+        "torch_us": torch_us,
+        "fraction_of_cublas": torch_us / ok[best_name],
+        "tflops": 2 * M * N * Kd / ok[best_name] / 1e6,
+    }
     res["matmul_timings_us"] = {f"{M}x{N}x{Kd}": ok}
     del A, B
     b, h, s, d = 4, 16, 4096, 64
@@ -90,8 +102,13 @@ def measure(K, tune, torch, triton) -> dict:
         if best is None or t < best[0]:
             best = (t, f"{bm}x{bn}/w{w}/s{st}")
     sdpa = bench(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v))
-    res["attention"] = {"shape": [b, h, s, d], "best_config": best[1], "triton_us": 1000 * best[0],
-                        "sdpa_us": 1000 * sdpa, "fraction_of_sdpa": sdpa / best[0]}
+    res["attention"] = {
+        "shape": [b, h, s, d],
+        "best_config": best[1],
+        "triton_us": 1000 * best[0],
+        "sdpa_us": 1000 * sdpa,
+        "fraction_of_sdpa": sdpa / best[0],
+    }
     return res
 
 
@@ -115,12 +132,25 @@ def main(out_dir: str) -> None:
     recorded.save(out / "perf.json", res, meta={"command": cmd})
     recorded.save(out / "matmul_configs.json", {"timings_us": res["matmul_timings_us"]}, meta={"command": cmd})
     kern, sig, consts = K.signature("matmul")
-    st = compile_stages(kern, {**sig, "a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16"},
-                        {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}, "sm_90", num_warps=8, num_stages=3)
+    st = compile_stages(
+        kern,
+        {**sig, "a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16"},
+        {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8},
+        "sm_90",
+        num_warps=8,
+        num_stages=3,
+    )
     (out / "matmul_sm90.ptx").write_text(st["ptx"])
     (out / "matmul_sm90.sass").write_text(st["sass"])
-    recorded.save(out / "artefacts.json", {"metadata": st.metadata, "sass_mix": instruction_mix(st["sass"]),
-                                           "files": ["matmul_sm90.ptx", "matmul_sm90.sass"]}, meta={"command": cmd})
+    recorded.save(
+        out / "artefacts.json",
+        {
+            "metadata": st.metadata,
+            "sass_mix": instruction_mix(st["sass"]),
+            "files": ["matmul_sm90.ptx", "matmul_sm90.sass"],
+        },
+        meta={"command": cmd},
+    )
     print({k: v for k, v in res.items() if k != "matmul_timings_us"})
 
 

@@ -328,7 +328,9 @@ def _random_cnn(rng, channels=4):
     mods, kinds = [], [rng.choice(_LAYERS) for _ in range(rng.randint(3, 6))]
     for k in kinds:
         if k == "conv":
-            mods.append(torch.nn.Conv2d(channels, channels, rng.choice([1, 3]), padding="same", bias=rng.random() < .5))
+            mods.append(
+                torch.nn.Conv2d(channels, channels, rng.choice([1, 3]), padding="same", bias=rng.random() < 0.5)
+            )
         elif k == "depthwise":
             mods.append(torch.nn.Conv2d(channels, channels, 3, stride=1, padding=1, groups=channels, bias=False))
         elif k == "bn_train":

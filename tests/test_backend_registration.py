@@ -35,7 +35,9 @@ print("ok")
 def test_first_call_in_a_fresh_process(prelude):
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT.format(prelude=PRELUDES[prelude])],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().endswith("ok")

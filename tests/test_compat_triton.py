@@ -80,12 +80,14 @@ def test_compile_survives_leaked_interpreter_patches(tmp_path):
         "    offs = tl.arange(0, BLOCK)\n"
         "    tl.store(out_ptr, tl.max(tl.load(x_ptr + offs), axis=0))\n"
     )
-    code = ("import sys; sys.path.insert(0, %r); import torch, course_lib, leaky_kernel as k; "
-            "x = torch.randn(16); out = torch.empty(1); k.rowmax[(1,)](x, out, BLOCK=16); "
-            "from course_lib import compat; assert compat.triton_language_patched(), 'no leak to test'; "
-            "from course_lib.triton import compile_stages; "
-            "s = compile_stages(k.rowmax, {'x_ptr': '*fp32', 'out_ptr': '*fp32', 'BLOCK': 'constexpr'}, {'BLOCK': 16}); "
-            "print(sorted(s))") % str(tmp_path)
+    code = (
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import torch, course_lib, leaky_kernel as k; "
+        "x = torch.randn(16); out = torch.empty(1); k.rowmax[(1,)](x, out, BLOCK=16); "
+        "from course_lib import compat; assert compat.triton_language_patched(), 'no leak to test'; "
+        "from course_lib.triton import compile_stages; "
+        "s = compile_stages(k.rowmax, {'x_ptr': '*fp32', 'out_ptr': '*fp32', 'BLOCK': 'constexpr'}, {'BLOCK': 16}); "
+        "print(sorted(s))"
+    )
     env = {**os.environ, "COURSE_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(tmp_path)}
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     assert res.returncode == 0, res.stderr[-1500:]

@@ -93,14 +93,14 @@ def test_run_python_failure_is_a_clear_error(tmp_path):
 
 # ----------------------------------------------------------------------------- debug folder readers
 
-FX_READABLE = '''class <lambda>(torch.nn.Module):
+FX_READABLE = """class <lambda>(torch.nn.Module):
     def forward(self, arg0_1: "f32[4, 8]"):
         mul: "f32[4, 8]" = torch.ops.aten.mul.Tensor(arg0_1, 2);  arg0_1 = None
         relu: "f32[4, 8]" = torch.ops.aten.relu.default(mul);  mul = None
         sum_1: "f32[4]" = torch.ops.aten.sum.dim_IntList(relu, [-1]);  relu = None
         return (sum_1,)
-'''
-IR_POST = '''op0: SchedulerNode(ComputedBuffer)
+"""
+IR_POST = """op0: SchedulerNode(ComputedBuffer)
 op0.writes = [MemoryDep('buf0', c0, {c0: 4})]
 class op0_loop_body:
     def body(self, ops):
@@ -108,7 +108,7 @@ class op0_loop_body:
         mul = ops.mul(load, constant)
         relu = ops.relu(mul)
         reduction = ops.reduction(torch.float32, torch.float32, 'sum', relu)
-'''
+"""
 OUTPUT_CODE = """async_compile = AsyncCompile()
 cpp_fused_mul_relu_sum_0 = async_compile.cpp_pybinding(['const float*', 'float*'], r'''
 extern "C"  void  kernel(const float* in_ptr0, float* out_ptr0) {}
@@ -234,7 +234,9 @@ def test_size_guard_against_dynamo():
 
 
 def test_recompile_prediction():
-    real = debugtools.compiles_per_call(debugtools._rows_times_two, [torch.randn(n, 3) for n in debugtools.RECOMPILE_SIZES])
+    real = debugtools.compiles_per_call(
+        debugtools._rows_times_two, [torch.randn(n, 3) for n in debugtools.RECOMPILE_SIZES]
+    )
     assert real[0] and not real[1] and sum(real) >= 2
     assert debugtools.check_recompile_prediction(real).ok
     assert not debugtools.check_recompile_prediction([True] * len(real)).ok
@@ -264,8 +266,13 @@ def test_package_contents(tmp_path):
     path = tmp_path / "m.pt2"
     with zipfile.ZipFile(path, "w") as zf:
         h = "c" + "a" * 51
-        for name in (f"m/data/aotinductor/model/{h}.wrapper.cpp", f"m/data/aotinductor/model/{h}.kernel.cpp",
-                     f"m/data/aotinductor/model/{h}.wrapper.so", "m/data/weights/weight_0", "m/archive_format"):
+        for name in (
+            f"m/data/aotinductor/model/{h}.wrapper.cpp",
+            f"m/data/aotinductor/model/{h}.kernel.cpp",
+            f"m/data/aotinductor/model/{h}.wrapper.so",
+            "m/data/weights/weight_0",
+            "m/archive_format",
+        ):
             zf.writestr(name, "x")  # fmt: skip
     kinds = {name: kind for name, kind, _ in debugtools.package_contents(path)}
     assert kinds["m/data/aotinductor/model/<hash>.wrapper.cpp"].startswith("C++ wrapper")

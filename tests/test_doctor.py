@@ -7,7 +7,18 @@ from course_lib import doctor_report, env
 def test_report_lists_versions_tools_and_mode():
     report = course_lib.doctor(show=False)
     items = [r.item for r in report.rows]
-    for name in ("python", "torch", "triton", "llvmlite", "jupyterlab", "ipywidgets", "widgets", "dot", "gcc", "CUDA GPU"):
+    for name in (
+        "python",
+        "torch",
+        "triton",
+        "llvmlite",
+        "jupyterlab",
+        "ipywidgets",
+        "widgets",
+        "dot",
+        "gcc",
+        "CUDA GPU",
+    ):
         assert name in items
     assert report.mode in ("cpu", "gpu")
     assert f"{report.mode.upper()} mode" in str(report)
@@ -50,8 +61,13 @@ def test_import_is_cheap_and_sets_triton_mode():
         "assert 'torch' not in sys.modules and 'triton' not in sys.modules, 'import course_lib imported torch'; "
         "print(os.environ.get('TRITON_INTERPRET'))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PATH": "/usr/bin:/bin", "COURSE_FORCE_CPU": "1"}).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin", "COURSE_FORCE_CPU": "1"},
+    ).stdout.strip()
     assert out == "1"
 
 

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from course_lib import gpu
-from course_lib.gpu import collectives, hierarchy, occupancy_calculator as occ, tensor_core
+from course_lib.gpu import collectives, hierarchy, tensor_core
+from course_lib.gpu import occupancy_calculator as occ
 
 DATA = pathlib.Path(__file__).parent / "data" / "gpu"
 
@@ -125,7 +126,9 @@ def test_record_gpu_kernels_run_in_interpreter():
 
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("needs Triton's interpreter (course_lib sets it when no GPU is present)")
-    spec = importlib.util.spec_from_file_location("record_gpu", pathlib.Path(__file__).parents[1] / "device" / "record_gpu.py")
+    spec = importlib.util.spec_from_file_location(
+        "record_gpu", pathlib.Path(__file__).parents[1] / "device" / "record_gpu.py"
+    )
     rec = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(rec)
     persist_copy, add_kernel = rec._kernels()

@@ -26,7 +26,7 @@ def test_parse_vector_add():
     assert [p[1] for p in k.params[:4]] == ["u64", "u64", "u64", "u32"]
     ops = {i.opcode for i in k.instrs}
     assert "ld.global.v4.b32" in ops and "st.global.v4.b32" in ops
-    assert str(k).splitlines()[0] == ".entry add_kernel  (6 params, %d instructions)" % len(k.instrs)
+    assert str(k).splitlines()[0] == f".entry add_kernel  (6 params, {len(k.instrs)} instructions)"
 
 
 @pytest.mark.parametrize("name", ["vector_add", "vector_add_unaligned"])

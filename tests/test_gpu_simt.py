@@ -1,7 +1,8 @@
 """Module 5: teaching kernels, divergence, coalescing and bank-conflict counts against brute force."""
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from course_lib import gpu
 from course_lib.gpu import memory

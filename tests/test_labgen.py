@@ -24,8 +24,14 @@ def _nb(cells):
 
 
 def _code(cid, source, outputs=None):
-    return {"cell_type": "code", "id": cid, "source": source, "metadata": {}, "outputs": outputs or [],
-            "execution_count": 3 if outputs else None}
+    return {
+        "cell_type": "code",
+        "id": cid,
+        "source": source,
+        "metadata": {},
+        "outputs": outputs or [],
+        "execution_count": 3 if outputs else None,
+    }
 
 
 def test_stub_replaces_region_at_its_indentation_and_names_the_exercise():
@@ -56,8 +62,12 @@ def test_malformed_markers_are_errors_with_line(src, message):
 
 
 def test_lab_keeps_ids_clears_outputs():
-    nb = _nb([_code("ex-1", SOLUTION, outputs=[{"output_type": "stream", "name": "stdout", "text": "2"}]),
-              {"cell_type": "markdown", "id": "md-1", "source": "# Title", "metadata": {}}])
+    nb = _nb(
+        [
+            _code("ex-1", SOLUTION, outputs=[{"output_type": "stream", "name": "stdout", "text": "2"}]),
+            {"cell_type": "markdown", "id": "md-1", "source": "# Title", "metadata": {}},
+        ]
+    )
     lab = labgen.lab_from_solution(nb)
     assert [c["id"] for c in lab["cells"]] == ["ex-1", "md-1"]
     assert lab["cells"][0]["outputs"] == [] and lab["cells"][0]["execution_count"] is None

@@ -38,8 +38,15 @@ def run_notebook(path: pathlib.Path) -> list[dict]:
             status = "FAILED"
             error = traceback.format_exception_only(type(exc), exc)[-1].strip()
         seconds = time.perf_counter() - start
-        results.append({"notebook": path.as_posix(), "cell": cell.get("id", index), "status": status,
-                        "error": error, "seconds": round(seconds, 2)})
+        results.append(
+            {
+                "notebook": path.as_posix(),
+                "cell": cell.get("id", index),
+                "status": status,
+                "error": error,
+                "seconds": round(seconds, 2),
+            }
+        )
         print(f"{status:6} {path.name} {cell.get('id', index)} ({seconds:.1f} s) {error}", flush=True)
     return results
 

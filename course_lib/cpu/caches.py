@@ -182,7 +182,9 @@ def tile_lines_per_set(t: int, ld: int, elem_bytes: int = 4, line_bytes: int = 6
     the same set.
     """
     if min(t, ld, elem_bytes, line_bytes, sets) < 1:
-        raise ValueError(f"t, ld, elem_bytes, line_bytes and sets must be positive, got {(t, ld, elem_bytes, line_bytes, sets)}")
+        raise ValueError(
+            f"t, ld, elem_bytes, line_bytes and sets must be positive, got {(t, ld, elem_bytes, line_bytes, sets)}"
+        )
     per_set: dict[int, int] = {}
     for row in range(t):
         first = row * ld * elem_bytes
@@ -289,8 +291,7 @@ def _progress(items, show: bool, desc: str):
 # ----------------------------------------------------------------------------- simulation
 
 
-def transpose_trace(n: int, variant: str, t: int = 32, elem: int = 4, b_base: int | None = None,
-                    ld: int | None = None):
+def transpose_trace(n: int, variant: str, t: int = 32, elem: int = 4, b_base: int | None = None, ld: int | None = None):
     """Byte addresses touched by a transpose variant, in program order: read a, write b.
 
     ``a`` starts at 0, ``b`` right after it (offset by one line, as malloc would), so the

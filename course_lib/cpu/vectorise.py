@@ -255,7 +255,9 @@ TABLE_HEADERS = [
 # ----------------------------------------------------------------------------- a second vectoriser: clang's
 # LLVM's LoopVectorize (llvm/lib/Transforms/Vectorize/LoopVectorize.cpp) reports through
 # -Rpass=loop-vectorize (done), -Rpass-missed (not done) and -Rpass-analysis (why not).
-CLANG_REMARK = re.compile(r"^<stdin>:(?P<line>\d+):(?P<col>\d+): remark: (?P<msg>.*?) \[-R(?P<kind>pass(?:-missed|-analysis)?)=")
+CLANG_REMARK = re.compile(
+    r"^<stdin>:(?P<line>\d+):(?P<col>\d+): remark: (?P<msg>.*?) \[-R(?P<kind>pass(?:-missed|-analysis)?)="
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -285,7 +287,9 @@ def clang_vectorise(source: str, flags: str = FLAGS) -> ClangVerdict | None:
            "-Rpass=loop-vectorize", "-Rpass-missed=loop-vectorize", "-Rpass-analysis=loop-vectorize"]  # fmt: skip
     res = subprocess.run(cmd, input=source, capture_output=True, text=True, check=False)
     if res.returncode != 0:
-        return ClangVerdict(False, (f"clang failed: {res.stderr.strip().splitlines()[-1] if res.stderr.strip() else ''}",))
+        return ClangVerdict(
+            False, (f"clang failed: {res.stderr.strip().splitlines()[-1] if res.stderr.strip() else ''}",)
+        )
     found = [m for m in map(CLANG_REMARK.match, res.stderr.splitlines()) if m]
     done = any(m["kind"] == "pass" for m in found)
     return ClangVerdict(done, tuple(dict.fromkeys(m["msg"] for m in found)))
@@ -299,8 +303,13 @@ def compare_vectorisers(cases=None) -> list[list[str]] | None:
     for case in (cases or CASES).values():
         for label, src, flags in (("as written", case.bad, case.bad_flags), ("fixed", case.good, case.good_flags)):
             gcc = compile_c(src, flags)
-            gcc_text = "; ".join(f"line {r.line}: " + ("vectorised" if r.vectorised else f"NOT vectorised ({r.reason})")
-                                 for r in gcc.report) or "(no loop reported)"
+            gcc_text = (
+                "; ".join(
+                    f"line {r.line}: " + ("vectorised" if r.vectorised else f"NOT vectorised ({r.reason})")
+                    for r in gcc.report
+                )
+                or "(no loop reported)"
+            )
             rows.append([case.name, label, gcc_text, str(clang_vectorise(src, flags))[:160]])
     return rows
 

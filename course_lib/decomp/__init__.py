@@ -26,8 +26,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from course_lib.decomp.table import DECOMPOSITIONS, KIND, PRIMITIVES, kind, register
 from course_lib.decomp import models as _models  # noqa: F401  (registers the entries real models need)
+from course_lib.decomp.table import DECOMPOSITIONS, KIND, PRIMITIVES, kind, register
 
 __all__ = ["DECOMPOSITIONS", "KIND", "PRIMITIVES", "decompose", "kind", "non_primitive", "primitive_counts",
            "register", "trace"]  # fmt: skip

@@ -153,7 +153,9 @@ def ptx_exercise_lines(ex: Exploration, opcode_prefixes=("ld.global", "st.global
     out = []
     for ln in ex.ptx_lines("course"):
         body = ln.text.strip()
-        if body.startswith(tuple(opcode_prefixes)) or any(f"\t{p}" in ln.text or f" {p}" in body for p in opcode_prefixes):
+        if body.startswith(tuple(opcode_prefixes)) or any(
+            f"\t{p}" in ln.text or f" {p}" in body for p in opcode_prefixes
+        ):
             if len(ex.python_lines(ln.id)) == 1:
                 out.append(ln.id)
     return out

@@ -120,7 +120,9 @@ def compile_graph_both(graph, inputs, train: bool, ptx: bool = True) -> dict:
     if not wants_grad:
         args = plain + [p.detach() for p in params]
         aten = compat.fx_trace_keeping_meta(lifted, args, decomp.DECOMPOSITIONS)
-        return {"parts": [{"kind": "forward", "graph": graph, "aten": aten, "inputs": args, **_kernels(aten, args, ptx)}]}
+        return {
+            "parts": [{"kind": "forward", "graph": graph, "aten": aten, "inputs": args, **_kernels(aten, args, ptx)}]
+        }
     args = [a.detach().requires_grad_(a.requires_grad) for a in inputs]
     args += [p.detach().requires_grad_(p.requires_grad) for p in params]
     return {"parts": _train_parts(lifted, args, ptx)}
@@ -197,7 +199,7 @@ def _train_parts(gm, inputs, ptx: bool = True) -> list[dict]:
     fwd_out = list(fwd_gm(*plain))
     fwd_aten = compat.fx_trace_keeping_meta(fwd_gm, plain, None)
     n_saved = len(part.saved)
-    saved_vals = fwd_out[len(fwd_out) - n_saved:] if n_saved else []
+    saved_vals = fwd_out[len(fwd_out) - n_saved :] if n_saved else []
     user_outs = fwd_out[: len(fwd_out) - n_saved]
     bw_inputs = [*saved_vals, *[torch.ones_like(o) for o in user_outs]]
     bw_gm = _to_gm(part.backward)
@@ -371,8 +373,15 @@ def _joint_pane(joint, gi, dyn_graph, src) -> Pane:
             return [f"{key}:{n.name}" for n in input_nodes(outs[0])][:1] if outs else [src.def_id], False
         return [f"{key}:{n.name}" for n in input_nodes(node)], False
 
-    return Pane(key, "course", "joint", f"course_lib.aot joint graph {gi}", graph_lines(joint.graph, key, sources),
-                "python", "Backward nodes link to the nodes they read (course_lib.aot keeps no per-node origin).")
+    return Pane(
+        key,
+        "course",
+        "joint",
+        f"course_lib.aot joint graph {gi}",
+        graph_lines(joint.graph, key, sources),
+        "python",
+        "Backward nodes link to the nodes they read (course_lib.aot keeps no per-node origin).",
+    )
 
 
 def kernel_origins(compiled, aten_graph) -> dict[str, list[str]]:

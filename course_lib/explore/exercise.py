@@ -72,7 +72,9 @@ def verify(ptx_to_python) -> Verdict:
         want = ex.python_lines(line_id)
         got = ptx_to_python(ex, line_id)
         if not isinstance(got, int):
-            return Verdict(False, f"ptx_to_python must return an int (a line number from the def), got {type(got).__name__}")
+            return Verdict(
+                False, f"ptx_to_python must return an int (a line number from the def), got {type(got).__name__}"
+            )
         if [got] != want:
             text = ex.line(line_id).text.strip()
             return Verdict(False, f"{name}: the PTX instruction `{text}` does not come from line {got} "

@@ -117,7 +117,9 @@ def _pane_html(p: Pane, open_: bool) -> str:
     for ln in p.lines:
         cls = "ln" + ("" if ln.exact else " approx") + (f" {ln.tag}" if ln.tag in ("kernel", "saved") else "")
         title = " title='approximate link'" if not ln.exact and ln.sources else ""
-        rows.append(f"<div class='{cls}' data-id='{html.escape(ln.id, quote=True)}'{title}>{html.escape(ln.text)}</div>")
+        rows.append(
+            f"<div class='{cls}' data-id='{html.escape(ln.id, quote=True)}'{title}>{html.escape(ln.text)}</div>"
+        )
     note = f"<div class='pnote'>{html.escape(p.note)}</div>" if p.note else ""
     return (
         f"<details class='pane' data-key='{html.escape(p.key, quote=True)}' data-stage='{p.stage}'{' open' if open_ else ''}>"
@@ -130,7 +132,8 @@ def render(ex: Exploration, open_stages: tuple[str, ...] | None = None) -> str:
     """The page; ``open_stages`` (e.g. ``("fx", "guards")``) opens only those panes at first."""
     prov = {ln.id: list(ln.sources) for p in ex.panes for ln in p.lines if ln.sources}
     summary = "".join(
-        f"<tr><td>{html.escape(s)}</td><td>{html.escape(c)}</td><td>{html.escape(r)}</td></tr>" for s, c, r in ex.summary
+        f"<tr><td>{html.escape(s)}</td><td>{html.escape(c)}</td><td>{html.escape(r)}</td></tr>"
+        for s, c, r in ex.summary
     )
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in ex.notes)
     python = [p for p in ex.panes if p.side == "both"]
@@ -162,6 +165,6 @@ def render(ex: Exploration, open_stages: tuple[str, ...] | None = None) -> str:
 def inline(ex: Exploration, height: int = 720, open_stages: tuple[str, ...] | None = None) -> str:
     """The page inside an ``<iframe srcdoc>``: its script and styles stay out of the notebook's."""
     return (
-        f"<iframe srcdoc=\"{html.escape(render(ex, open_stages), quote=True)}\" "
+        f'<iframe srcdoc="{html.escape(render(ex, open_stages), quote=True)}" '
         f"style='width:100%;height:{height}px;border:1px solid #cfd8dc' sandbox='allow-scripts'></iframe>"
     )

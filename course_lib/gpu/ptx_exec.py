@@ -23,8 +23,7 @@ import numpy as np
 
 from course_lib.gpu import memory as mem
 from course_lib.gpu.ptx import Instr, PtxKernel, parse_ptx
-from course_lib.gpu.simt import WARP, Issue, MemEvent, RunResult, WarpStats, dim3, schedule_block
-from course_lib.gpu.simt import thread_coords
+from course_lib.gpu.simt import WARP, Issue, MemEvent, RunResult, WarpStats, dim3, schedule_block, thread_coords
 
 WIDTH = {
     "b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2,

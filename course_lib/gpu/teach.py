@@ -28,8 +28,7 @@ import types
 import numpy as np
 
 from course_lib.gpu import memory as mem
-from course_lib.gpu.simt import WARP, Issue, MemEvent, RunResult, WarpStats, dim3, schedule_block
-from course_lib.gpu.simt import thread_coords
+from course_lib.gpu.simt import WARP, Issue, MemEvent, RunResult, WarpStats, dim3, schedule_block, thread_coords
 
 
 @dataclasses.dataclass

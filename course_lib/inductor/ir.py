@@ -30,11 +30,11 @@ import sympy
 from course_lib.inductor.sizevars import (  # noqa: F401
     FloorDiv,
     ModIdx,
+    SizeVars,
     contiguous_strides,
     decompose,
     flat_index,
     prod,
-    SizeVars,
     split_div_mod,
     subs_index,
     sym,

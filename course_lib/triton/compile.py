@@ -218,19 +218,34 @@ def _compile_in_subprocess(kernel, signature, constexprs, target, options, passe
     fn = compat.triton_jit_function(kernel).fn
     module, name = fn.__module__, fn.__qualname__
     if module == "__main__" or "<" in name:
-        raise RuntimeError("Triton's interpreter left triton.language patched in this process, so the compiler "
-                           "cannot run here: import course_lib.triton before launching kernels (restart the kernel).")
+        raise RuntimeError(
+            "Triton's interpreter left triton.language patched in this process, so the compiler "
+            "cannot run here: import course_lib.triton before launching kernels (restart the kernel)."
+        )
     with tempfile.TemporaryDirectory() as d:
         spec = os.path.join(d, "spec.json")
         out = os.path.join(d, "out.json")
         with open(spec, "w") as f:
-            json.dump({"module": module, "file": inspect.getsourcefile(fn), "name": name, "signature": signature,
-                       "constexprs": constexprs, "target": target, "options": options, "passes": passes}, f)
-        code = ("import json, sys; import course_lib; from course_lib.triton import compile as c; "
-                "s = json.load(open(sys.argv[1])); "
-                "k = getattr(c._import_kernel_module(s['module'], s['file']), s['name']); "
-                "r = c._compile(k, s['signature'], s['constexprs'], s['target'], s['options'], s['passes']); "
-                "json.dump(r.to_json(), open(sys.argv[2], 'w'))")
+            json.dump(
+                {
+                    "module": module,
+                    "file": inspect.getsourcefile(fn),
+                    "name": name,
+                    "signature": signature,
+                    "constexprs": constexprs,
+                    "target": target,
+                    "options": options,
+                    "passes": passes,
+                },
+                f,
+            )
+        code = (
+            "import json, sys; import course_lib; from course_lib.triton import compile as c; "
+            "s = json.load(open(sys.argv[1])); "
+            "k = getattr(c._import_kernel_module(s['module'], s['file']), s['name']); "
+            "r = c._compile(k, s['signature'], s['constexprs'], s['target'], s['options'], s['passes']); "
+            "json.dump(r.to_json(), open(sys.argv[2], 'w'))"
+        )
         res = subprocess.run([sys.executable, "-c", code, spec, out], capture_output=True, text=True, check=False)
         if res.returncode != 0:
             raise RuntimeError(f"compiling {name} in a subprocess failed:\n{res.stderr[-2000:]}")
@@ -258,7 +273,6 @@ def _import_kernel_module(module: str, file: str | None):
     sys.modules[module] = mod
     spec.loader.exec_module(mod)
     return mod
-
 
 
 @contextlib.contextmanager
@@ -357,7 +371,9 @@ def _strip_amdgcn(text: str) -> str:
     out = []
     for line in text.splitlines():
         s = line.strip()
-        if s.startswith((".loc", ".file", ".Ltmp", ".Lfunc_end", ".Ldebug")) or (s.startswith(".section") and "debug" in s):
+        if s.startswith((".loc", ".file", ".Ltmp", ".Lfunc_end", ".Ldebug")) or (
+            s.startswith(".section") and "debug" in s
+        ):
             continue
         out.append(line)
     return "\n".join(out).strip() + "\n"
@@ -380,7 +396,9 @@ def _run_tool(tool: str, args: list[str], cubin: bytes) -> str:
         path = os.path.join(d, "kernel.cubin")
         with open(path, "wb") as f:
             f.write(cubin)
-        res = subprocess.run([compat.triton_nvidia_tool(tool), *args, path], capture_output=True, text=True, check=False)
+        res = subprocess.run(
+            [compat.triton_nvidia_tool(tool), *args, path], capture_output=True, text=True, check=False
+        )
     if res.returncode != 0:
         raise RuntimeError(f"{tool} failed: {res.stderr.strip()}")
     return res.stdout

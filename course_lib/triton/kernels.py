@@ -208,7 +208,9 @@ def flash_attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, seq, stride_h, stride_s, s
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m_i = m_new
     out = acc / l_i[:, None]
-    tl.store(o_ptr + base + rm[:, None] * stride_s + rd[None, :], out.to(o_ptr.dtype.element_ty), mask=rm[:, None] < seq)
+    tl.store(
+        o_ptr + base + rm[:, None] * stride_s + rd[None, :], out.to(o_ptr.dtype.element_ty), mask=rm[:, None] < seq
+    )
 
 
 def flash_attention(q, k, v, block_m: int = 16, block_n: int = 16, **launch):

@@ -64,7 +64,7 @@ def plan_size_symbols(plan) -> list:
             found |= _expr_sizes(item[2])
         for item in phase.stores:
             found |= free_sizes(item[1])
-    for name, index, expr, _ in plan.outer_stores:
+    for _name, index, expr, _ in plan.outer_stores:
         found |= free_sizes(index) | _expr_sizes(expr)
     return sorted(found, key=lambda s: (len(s.name), s.name))
 
