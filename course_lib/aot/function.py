@@ -8,19 +8,19 @@ bw_compiler(backward graph) --> a callable that torch.autograd can differentiate
 On the first call with new input shapes/dtypes it traces and compiles (a cache keyed by those,
 torch keys by the inputs' metadata too). Forward runs the compiled forward graph and keeps the
 saved tensors in ``ctx``; backward feeds them and the incoming gradients to the compiled
-backward graph. ``COURSE_AOT_DEBUG=1`` prints the joint graph, the partition and both graphs
+backward graph. ``COURSE_DEBUG=aot`` prints the joint graph, the partition and both graphs
 on each compile. A compiler is ``compiler(graph, example_inputs) -> callable``; ``None`` uses
 course_lib.fx's generated Python code (torch's default is also "run the graph as it is").
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from course_lib import env
 from course_lib.aot.functionalize import copy_back
 from course_lib.aot.joint import joint_graph
 from course_lib.aot.partitioners import partition
@@ -47,7 +47,7 @@ def aot_compile(fn, args, fw_compiler=None, bw_compiler=None, method: str = "def
     """
     joint = joint_graph(fn, *args)
     part = partition(joint, method)
-    if os.environ.get("COURSE_AOT_DEBUG"):  # the one switch that shows every stage
+    if env.debug("aot"):  # COURSE_DEBUG=aot (or the older COURSE_AOT_DEBUG=1) shows every stage
         for title, text in [("joint graph", joint.graph), ("partition", part.summary()),
                             ("forward graph", part.forward), ("backward graph", part.backward)]:  # fmt: skip
             print(f"--- course_lib.aot: {title}\n{text}")

@@ -27,7 +27,6 @@ from course_lib.explore.model import Line, Pane
 from course_lib.explore.ops import matching, op_name
 from course_lib.explore.source import Source, bytecode_lines, line_of_stack_trace
 
-_KERNEL = re.compile(r"^(\w+) = async_compile\.(\w+)\(.*?r?'''\n(.*?)'''", re.S | re.M)
 _CALL = re.compile(r"\b([A-Za-z_]\w*(?:\.\w+)?)\(")
 
 
@@ -221,8 +220,7 @@ def kernel_panes(rec, infos) -> list[Pane]:
         origin_ids = {k: [f"{key}:{n}" for n in v if n in known] for k, v in origins.items()}
         ops = {n.name: op_name(n.target) for n in info["graph"].nodes if n.op == "call_function"}
         lines = []
-        for m in _KERNEL.finditer(code):
-            name, kind, body = m.group(1), m.group(2), m.group(3)
+        for name, kind, body in compat.inductor_code_kernels(code):
             srcs = tuple(origin_ids.get(name, ()))
             fused = ", ".join(s.split(":", 1)[1] for s in srcs)
             lines.append(Line(f"real.k{ci}:{name}", f"// kernel {name} ({kind}) fuses: {fused}", srcs, True, "kernel"))
@@ -233,7 +231,7 @@ def kernel_panes(rec, infos) -> list[Pane]:
         panes.append(Pane(f"real.k{ci}", "real", "kernels", f"Inductor kernels for {key.split('.')[1]}", lines, "cpp",
                           "Kernel origins are exact; a line inside a fused kernel links to all its origins."))  # fmt: skip
         wlines = []
-        for j, text in enumerate(_wrapper_call(code).splitlines()):
+        for j, text in enumerate(compat.inductor_code_wrapper_call(code).splitlines()):
             srcs: list[str] = []
             for called in _CALL.findall(text):
                 if called in origin_ids:
@@ -244,13 +242,6 @@ def kernel_panes(rec, infos) -> list[Pane]:
         panes.append(Pane(f"real.w{ci}", "real", "wrapper", f"Inductor wrapper for {key.split('.')[1]}", wlines,
                           "python", "Allocations, library calls (extern_kernels) and kernel launches."))  # fmt: skip
     return panes
-
-
-def _wrapper_call(code: str) -> str:
-    m = re.search(r"\n    def call\(self, args\):\n(.*?)(?=\n\S|\nrunner = )", code, re.S)
-    if m is None:
-        m = re.search(r"\ndef call\(args\):\n(.*?)(?=\n\S)", code, re.S)
-    return m.group(1).rstrip() if m else ""
 
 
 def panes(fn, args, src: Source, train: bool) -> tuple[list[Pane], dict]:
