@@ -209,3 +209,19 @@ def test_course_aot_pipeline_forward_and_backward(fn, monkeypatch):
     for a, b in zip(grads, ref_args, strict=True):
         torch.testing.assert_close(a, b.grad, rtol=1e-4, atol=1e-5)
     assert [k for k, _ in record] == ["compiled", "compiled"]
+
+
+@pytest.mark.parametrize("start", [-4095, -9, -8, -3])
+def test_slice_start_before_the_first_row_clamps_to_zero(start):
+    """Mistral's sliding window slices the last 4095 keys of 8: torch clamps the start to 0; the course's
+    lowering once made it -4087 and the wrapper built a view at a negative storage offset."""
+    x = torch.randn(2, 3, 8, 5)
+
+    def f(x):
+        return x[:, :, start:] * 2
+
+    compat.dynamo_reset()
+    rec = []
+    out = torch.compile(f, backend=lambda gm, ex: ind.compile_fx(gm, ex, record=rec))(x)
+    torch.testing.assert_close(out, f(x))
+    assert [k for k, _ in rec] == ["compiled"]

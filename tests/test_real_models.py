@@ -23,10 +23,7 @@ def strict(monkeypatch):
 
 
 #: known failures, each with what fails; strict xfail, so a fix shows up as XPASS
-KNOWN = {
-    "mistral": "inference graph: course_lib.inductor's wrapper builds a view with a negative storage offset "
-    "(as_strided in codegen/wrapper.py reinterpret) on Mistral's sliding-window mask",
-}
+KNOWN: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(

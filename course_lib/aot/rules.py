@@ -90,6 +90,11 @@ def neg(g: Tensor, out: Tensor, a: Tensor) -> tuple:
     return (aten.neg.default(g),)
 
 
+@derivative(aten.lift_fresh_copy.default)
+def lift_fresh_copy(g: Tensor, out: Tensor, a: Tensor) -> tuple:
+    return (g,)  # a copy of a tensor constant (torch.tensor(...) in the model): the gradient passes through
+
+
 @derivative(aten.exp.default)
 def exp(g: Tensor, out: Tensor, a: Tensor) -> tuple:
     return (aten.mul.Tensor(g, out),)  # d exp = exp: reuses the forward output

@@ -474,8 +474,8 @@ def _slice_bound(v, size, default):
     """A slice bound clamped into ``[0, size]`` (symbolic size: a huge end means the end)."""
     if v is None:
         return default
-    if is_static(size):
-        return v + size if v < 0 else min(v, size)
+    if is_static(size):  # as Python and torch clamp: x[-4095:] of 8 rows starts at 0, not at -4087
+        return max(0, v + size) if v < 0 else min(v, size)
     if is_static(v):
         return v + size if v < 0 else (size if v >= 2**62 else v)
     return v
