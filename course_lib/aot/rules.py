@@ -78,6 +78,11 @@ def mul(g: Tensor, out: Tensor, a, b) -> tuple:
     return _fit(aten.mul.Tensor(g, b), a), _fit(aten.mul.Tensor(g, a), b)
 
 
+@derivative(aten.mul.Scalar)
+def mul_scalar(g: Tensor, out: Tensor, a: Tensor, b) -> tuple:
+    return aten.mul.Scalar(g, b), None  # x * c (CUDA's attention scaling on torch 2.11 reaches us in this form)
+
+
 @derivative(aten.div.Tensor)
 def div(g: Tensor, out: Tensor, a, b) -> tuple:
     ga = aten.div.Tensor(g, b)
