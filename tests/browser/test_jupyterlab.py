@@ -124,7 +124,11 @@ def _throwaway_settings(tmp: Path) -> dict[str, str]:
 def server():
     port, token = _free_port(), "course-browser-test"
     tmp = Path(tempfile.mkdtemp(prefix="course-browser-"))
-    args = f"--no-browser --ip=127.0.0.1 --port={port} --IdentityProvider.token={token} --ServerApp.open_browser=False"
+    # Checkpoints go to the throw-away dir too: opening a notebook would leave .ipynb_checkpoints/ beside it.
+    args = (
+        f"--no-browser --ip=127.0.0.1 --port={port} --IdentityProvider.token={token} --ServerApp.open_browser=False "
+        f"--FileCheckpoints.checkpoint_dir={tmp / 'checkpoints'}"
+    )
     log = open(tmp / "server.log", "w+b")  # noqa: SIM115 (closed below, whatever happens)
     environ = {k: v for k, v in os.environ.items() if k not in ("MPLBACKEND", "COURSE_CHECK_STRICT")}
     proc = subprocess.Popen(
