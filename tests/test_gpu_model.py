@@ -43,6 +43,15 @@ def test_latency_hiding_monotone():
     assert occ.latency_hiding(occ.warps_needed(600, 20), 600, 20) == 1.0
 
 
+def test_latency_default_is_the_recorded_hbm_latency():
+    recorded = hierarchy.hierarchy()["gpus"]["H200"]["latency_cycles_approx"]["hbm"]
+    assert occ.recorded_hbm_latency() == recorded
+    assert occ.latency_hiding(8) == occ.latency_hiding(8, recorded) != occ.latency_hiding(8, 600)
+    assert occ.warps_needed() == occ.warps_needed(recorded, 20) == -(-(20 + recorded) // 20)
+    with pytest.raises(ValueError, match="no recorded GPU"):
+        occ.recorded_hbm_latency("V100")
+
+
 def test_hierarchy_table_is_sourced():
     h = hierarchy.hierarchy()
     assert set(h["gpus"]) == {"A100", "H100", "H200"}

@@ -125,19 +125,37 @@ def ptxas_resources(ptx: str, arch: str = "sm_90a") -> dict:
 
 
 # ---------------------------------------------------------------------------- latency hiding
-def latency_hiding(warps: int, latency: float = 600.0, work_per_load: float = 20.0, issue_cycles: float = 1.0) -> float:
+def recorded_hbm_latency(gpu: str = "H200") -> float:
+    """HBM load latency in cycles for ``gpu`` from ``data/gpu/memory_hierarchy.json`` (about 480 on H200).
+
+    The default of :func:`latency_hiding` and :func:`warps_needed`, so the model and the
+    recording cannot drift apart (the model used to assume 600).
+    """
+    from course_lib.gpu import hierarchy
+
+    gpus = hierarchy.hierarchy()["gpus"]
+    if gpu not in gpus:
+        raise ValueError(f"no recorded GPU {gpu!r}; recorded: {sorted(gpus)}")
+    return float(gpus[gpu]["latency_cycles_approx"]["hbm"])
+
+
+def latency_hiding(warps: int, latency: float | None = None, work_per_load: float = 20.0,
+                   issue_cycles: float = 1.0) -> float:  # fmt: skip
     """Fraction of issue slots used when each warp does ``work_per_load`` instructions per memory
-    load that takes ``latency`` cycles.
+    load that takes ``latency`` cycles (default: the H200's recorded HBM latency).
 
     One warp alternates work (``work_per_load`` x ``issue_cycles``) and waiting (``latency``);
     with W warps the scheduler fills the waits of one with the work of others, so utilisation is
     min(1, W x work / (work + latency)). Little's law says the same: to keep the pipe busy you
     need latency / work_per_warp warps in flight.
     """
+    latency = recorded_hbm_latency() if latency is None else latency
     work = work_per_load * issue_cycles
     return min(1.0, warps * work / (work + latency))
 
 
-def warps_needed(latency: float = 600.0, work_per_load: float = 20.0) -> int:
-    """Smallest warp count that reaches full utilisation in :func:`latency_hiding`."""
+def warps_needed(latency: float | None = None, work_per_load: float = 20.0) -> int:
+    """Smallest warp count that reaches full utilisation in :func:`latency_hiding` (default
+    latency: the H200's recorded HBM latency)."""
+    latency = recorded_hbm_latency() if latency is None else latency
     return int(-(-(work_per_load + latency) // work_per_load))

@@ -74,12 +74,14 @@ def roofline(peak_tflops: float, bandwidth_gbs: float, kernels: list, title: str
     return fig
 
 
-def latency_hiding_plot(latency: float = 600.0, works=(10, 20, 40), max_warps: int = 64):
-    """Utilisation vs resident warps for a few amounts of work per memory access."""
+def latency_hiding_plot(latency: float | None = None, works=(10, 20, 40), max_warps: int = 64):
+    """Utilisation vs resident warps for a few amounts of work per memory access (default latency:
+    the H200's recorded HBM latency)."""
     import matplotlib.pyplot as plt
 
-    from course_lib.gpu.occupancy_calculator import latency_hiding
+    from course_lib.gpu.occupancy_calculator import latency_hiding, recorded_hbm_latency
 
+    latency = recorded_hbm_latency() if latency is None else latency
     fig, ax = plt.subplots(figsize=(7, 3.5))
     w = np.arange(1, max_warps + 1)
     for work in works:
