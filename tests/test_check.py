@@ -1,5 +1,7 @@
 """course_lib.check: every outcome, the comparators' messages, strict mode, and the summary."""
 
+import html
+
 import numpy as np
 import pytest
 import torch
@@ -62,9 +64,9 @@ def test_failed_prediction_never_shows_the_expected_value():
 @pytest.mark.parametrize(
     ("expected", "got", "words"),
     [
-        ([1, 2, 3], [1, 5, 3], ["1 of 3 entries", "entry 1 too high"]),
-        ([1, 2], [1, 2, 3], ["2 entries"]),
-        ({"a", "b"}, {"a", "c", "d"}, ["1 of your 3 items", "too many"]),
+        ([1, 2, 3], [1, 5, 3], ["1 of your 3 entries is wrong", "entry 1 too high"]),
+        ([1, 2], [1, 2, 3], ["too many entries"]),
+        ({"a", "b"}, {"a", "c", "d"}, ["some of your items do not belong", "some that belong are missing"]),
         ({"k": 4}, {"k": 1}, ["'k' too low"]),
         ("LoopVectorizePass", "SLPVectorizerPass", ["not the answer"]),
         (2, -2, ["sign"]),
@@ -244,3 +246,61 @@ def test_a_guard_on_a_renamed_reference_says_so_and_the_check_still_runs(capsys)
     assert r.passed and "cannot guard ir.cfg.no_such_function" in capsys.readouterr().err
     with pytest.raises(ValueError, match="package.module:attribute"):
         check.Lab("t").run("y", lambda: 1, expected=1, guard=["course_lib.ir.cfg.idoms"])
+
+
+# ----------------------------------------------------------------------------- leaks (issue 19)
+# Each case is a prediction and a wrong answer; the message must name nothing of the answer that
+# the learner did not write: no key, no item, no length, no type, no two-valued entry by position.
+LEAKS = [
+    # a dict of booleans: naming the wrong key is the answer (flip it)
+    ({"restrict": True, "expf": False, "early exit": False}, {"restrict": True, "expf": True, "early exit": False},
+     ["expf", "False"]),
+    # a key left out must not be named, nor how many keys there are
+    ({"restrict": True, "expf": False, "early exit": False}, {"restrict": True, "expf": False},
+     ["early exit", "3 keys", "3 entries"]),
+    ({"mm": 2, "add": 1}, {"mm": 2, "sub": 1}, ["'add'", "2 keys"]),
+    # lengths of lists and sizes of sets
+    ([4, 8, 16], [4, 8], ["3 entries", "has 3", "16"]),
+    ({"b1", "b2", "b3"}, {"b1", "b4"}, ["b2", "b3", "3 items", "1 of your"]),
+    # a bool list named by position is the answer
+    ([True, False, True], [True, True, True], ["entry 1"]),
+    # types: "the answer is a NoneType" is the answer
+    (None, 3, ["NoneType"]),
+    (False, 0.5, ["bool"]),
+    ("triton_per_fused", "triton_red_fused", ["per_"]),
+]
+
+
+@pytest.mark.parametrize(("expected", "got", "secrets"), LEAKS)
+def test_prediction_feedback_names_nothing_of_the_answer(expected, got, secrets):
+    msg = check.feedback.describe(expected, got)
+    assert msg.startswith("not right") and not any(s in msg for s in secrets), msg
+    r = check.Lab("t").run("p", lambda: got, expected=expected, predict=True)
+    text = (str(r) + r._repr_html_()).replace(repr(got), "").replace(html.escape(repr(got)), "")  # theirs may show
+    assert r.status == check.FAILED and not any(s in text for s in secrets), text
+
+
+def test_prediction_hides_comparator_words_and_exception_texts():
+    def strict_keys(exp, got):  # a comparator that indexes the answer's keys: KeyError names one
+        return all(got[k] == v for k, v in exp.items())
+
+    exp = {"copy": True, "secret key": False}
+    r = check.Lab("t").run("p", lambda: {"copy": True}, expected=exp, compare=strict_keys, predict=True)
+    assert r.status == check.FAILED and "secret key" not in str(r) + r._repr_html_()
+
+    def verify(got):  # verify has no expected value: an exception's text must still not show
+        return {"copy": True, "secret key": False}["secret key"] == got["secret key"]
+
+    r = check.Lab("t").run("p", lambda: {"copy": True}, verify=verify, predict=True)
+    assert r.status == check.FAILED and "secret key" not in str(r) and "could not check" in r.message
+    r = check.Lab("t").run("p", lambda: 12, expected=48, compare=check.close(), predict=True)
+    assert "48" not in str(r) + r._repr_html_() and "too low" in r.message
+    r = check.Lab("t").run("p", lambda: {"a"}, expected={"a", "zz"}, compare=check.same_set, predict=True)
+    assert "zz" not in str(r) + r._repr_html_() and "missing" in r.message
+
+
+def test_prediction_of_a_tensor_fails_without_a_traceback():
+    import torch
+
+    r = check.Lab("t").run("p", lambda: torch.ones(3), expected=torch.zeros(3), predict=True)
+    assert r.status == check.FAILED and "not right" in r.message

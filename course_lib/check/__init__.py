@@ -198,6 +198,24 @@ class _Outcome:
     diff: str = ""
 
 
+def _prediction_verdict(verdict: Verdict, exp: Any, has_exp: bool, got: Any, compare_raised: bool) -> Verdict:
+    """A missed prediction says how far off, never the answer (:mod:`course_lib.check.feedback`).
+
+    With an expected value, the comparator's own words (``close``'s "expected 48, got 12",
+    ``same_set``'s "missing {...}", a diff) are replaced by feedback's. Without one (``verify``),
+    the exercise's sentence stands, but the text of an exception raised while comparing does not:
+    a ``KeyError`` there is the name of a key the answer has.
+    """
+    if verdict.message.startswith("you called the reference"):
+        return verdict
+    if has_exp:
+        return Verdict(False, feedback.describe(exp, got))
+    if compare_raised:
+        kind = type(got).__name__
+        return Verdict(False, f"could not check your answer: is your {kind} of the form the exercise asks for?")
+    return Verdict(False, verdict.message)
+
+
 class Lab:
     """A notebook's exercises: run checks, remember outcomes and attempts, print the progress summary."""
 
@@ -256,6 +274,7 @@ class Lab:
             except Exception as exc:  # a broken reference must not look like the learner's fault
                 return _Outcome(RAISED, f"the check itself could not compute the expected value "
                                         f"({type(exc).__name__}: {exc}); please report it")  # fmt: skip
+        compare_raised = False
         with guarded(guard, namespace):
             try:
                 verdict = as_verdict(verify(got) if verify is not None else (compare or equal)(exp, got))
@@ -267,8 +286,9 @@ class Lab:
                 verdict = Verdict(False, str(exc))
             except Exception as exc:  # the answer has the wrong shape for the comparator
                 verdict = Verdict(False, f"could not compare the answer ({type(exc).__name__}: {exc})")
-        if predict and not verdict.ok and has_exp:
-            verdict = Verdict(False, feedback.describe(exp, got))
+                compare_raised = True
+        if predict and not verdict.ok:
+            verdict = _prediction_verdict(verdict, exp, has_exp, got, compare_raised)
         return _Outcome(PASSED if verdict.ok else FAILED, verdict.message, exp, has_exp, short_repr(got), verdict.diff)
 
     def _present(self, name: str, out: _Outcome, hints: tuple, predict: bool, explanation: str) -> CheckResult:
