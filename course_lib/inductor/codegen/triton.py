@@ -12,6 +12,10 @@ Position: :class:`KernelPlan` -> a Python module of ``@triton.jit`` kernels plus
   *Persistent* when the whole row fits one tile (``RBLOCK >= rnumel``): every phase reuses the
   loaded tile, nothing is read twice. Otherwise each phase loops over the row in ``RBLOCK``
   chunks, accumulating elementwise and reducing the accumulator tile at the end.
+* Welford: a looped row whose kernel takes ``sum(x)`` and then ``sum((x - mean) ** 2)`` (layernorm,
+  variance) gets both from one pass, each lane keeping a running (mean, M2, count) and the lanes
+  merged at the end by the combine rule (Inductor's ``welford_reduce`` and
+  ``triton_helpers.welford_combine``): the row is read once for its statistics, not twice.
 
 On CPU the module runs in Triton's interpreter (``TRITON_INTERPRET=1``, set by course_lib);
 on a GPU the same source compiles natively.
@@ -19,15 +23,16 @@ on a GPU the same source compiles natively.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 
 import sympy
 
 from course_lib.inductor.codegen.common import Kernel, Scope, depends_on
-from course_lib.inductor.ir import Const, IndexValue, Load
+from course_lib.inductor.ir import Const, IndexValue, Load, Op
 from course_lib.inductor.lowering import Unsupported
-from course_lib.inductor.scheduler import Acc, KernelPlan
+from course_lib.inductor.scheduler import Acc, KernelPlan, acc_refs
 from course_lib.inductor.sizevars import FloorDiv, ModIdx, kernel_vars
 
 TL_DTYPE = {"float32": "tl.float32", "float64": "tl.float64", "int64": "tl.int64", "int32": "tl.int32",
@@ -133,6 +138,78 @@ def py_const(value, dtype) -> str:
     return repr(v)
 
 
+# ---------------------------------------------------------------------------
+# Welford: mean and variance of a looped row in one pass
+# ---------------------------------------------------------------------------
+
+#: Merge two running (mean, M2, count) summaries of disjoint parts of a row (Chan et al.'s parallel
+#: rule, Inductor's ``triton_helpers.welford_combine``). M2 is the sum of squared deviations from the
+#: mean. An empty part (count 0) changes nothing, so masked lanes may take part.
+WELFORD_COMBINE = """@triton.jit
+def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
+    n = n_a + n_b
+    share_b = tl.where(n == 0, 0.0, n_b / tl.where(n == 0, 1.0, n))  # b's share of the merged count
+    delta = mean_b - mean_a
+    return mean_a + delta * share_b, m2_a + m2_b + delta * delta * n_a * share_b, n
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class WelfordPair:
+    """``total = sum(value)`` in one phase and ``m2 = sum((value - total / n) ** 2)`` in the next,
+    over the same row of ``n`` elements: one Welford pass yields both (``mean`` is ``total / n`` as
+    the later phases spell it, so they read the running mean itself)."""
+
+    total: str  # buffer of sum(value)
+    m2: str  # buffer of the sum of squared deviations
+    value: object  # the expression summed, per element
+    mean: object  # Op("truediv", (Acc(total), Const(n)))
+    dtype: str
+
+
+def _square_of(expr):
+    """``d`` when ``expr`` is ``d * d`` or ``d ** 2``, else None."""
+    if isinstance(expr, Op) and expr.op == "mul" and expr.args[0] == expr.args[1]:
+        return expr.args[0]
+    if isinstance(expr, Op) and expr.op == "pow" and expr.args[1] == Const(2, expr.args[1].dtype):
+        return expr.args[0]
+    return None
+
+
+def _welford_pair(first, second, rnumel: int) -> WelfordPair | None:
+    """Do reductions ``first`` and ``second`` (``(buf, type, expr, dtype)``) form sum and M2?"""
+    (a, atype, value, dtype), (b, btype, expr, _) = first, second
+    if atype != "sum" or btype != "sum" or dtype not in ("float32", "float64") or acc_refs(expr) != {a}:
+        return None
+    dev = _square_of(expr)
+    if not (isinstance(dev, Op) and dev.op == "sub" and dev.args[0] == value):
+        return None
+    mean = dev.args[1]
+    ok = (isinstance(mean, Op) and mean.op == "truediv" and mean.args[0] == Acc(a, dtype)
+          and isinstance(mean.args[1], Const) and mean.args[1].value == rnumel)  # fmt: skip
+    return WelfordPair(a, b, value, mean, dtype) if ok else None
+
+
+def fold_welford(phases: list, rnumel: int) -> tuple[list, dict[int, list[WelfordPair]]]:
+    """Move each M2 reduction into the phase of its sum, to be computed there by Welford.
+
+    Returns the new phases (a phase left empty is dropped) and, per new phase index, its pairs.
+    The sums stay in their phase's reduction list (the pair replaces how they are accumulated).
+    """
+    phases = [dataclasses.replace(p, reductions=list(p.reductions), stores=list(p.stores)) for p in phases]
+    pairs: dict[int, list[WelfordPair]] = {}
+    for i in range(len(phases) - 1):
+        for first in phases[i].reductions:
+            for second in phases[i + 1].reductions:
+                pair = _welford_pair(first, second, rnumel)
+                if pair and all(pair.total != q.total for q in pairs.get(i, [])):
+                    pairs.setdefault(i, []).append(pair)
+                    phases[i + 1].reductions.remove(second)
+                    break
+    keep = [i for i, p in enumerate(phases) if p.reductions or p.stores]
+    return [phases[i] for i in keep], {keep.index(i): v for i, v in pairs.items() if i in keep}
+
+
 class TritonKernel(Kernel):
     def __init__(self, name: str, plan: KernelPlan, persistent_rnumel: int = PERSISTENT_RNUMEL):
         super().__init__(name, plan)
@@ -143,6 +220,10 @@ class TritonKernel(Kernel):
         self.reduction = any(p.reductions for p in plan.phases)
         self.persistent = self.reduction and self.rnumel <= persistent_rnumel
         self.rblock = next_pow2(self.rnumel) if self.persistent else min(next_pow2(self.rnumel), LOOPED_RBLOCK)
+        # a looped row pays for every phase with a read of the row: fold sum + M2 into one Welford pass
+        self.phases, self.welford = list(plan.phases), {}
+        if self.reduction and not self.persistent:
+            self.phases, self.welford = fold_welford(plan.phases, self.rnumel)
 
     def emit(self, expr, outer: Scope, inner: Scope, mask_inner: str, mask_outer: str) -> str:
         dep = depends_on(expr, self.inner_syms)
@@ -215,14 +296,14 @@ class TritonKernel(Kernel):
                 outer.lines += shared.lines
                 outer.cse.update(shared.cse)
             else:
-                for phase in self.plan.phases:
-                    self.phase(phase, outer, None, looped=True)
+                for i, phase in enumerate(self.phases):
+                    self.phase(phase, outer, None, looped=True, welford=self.welford.get(i, []))
             for buf, index, expr, _ in self.plan.outer_stores:
                 v = self.emit(expr, outer, outer, "xmask", "xmask")
                 outer.lines.append(f"tl.store({self.ptrs[buf]} + {tile_index(index)}, {v}, xmask)")
         return "\n".join(head + ["    " + ln for ln in outer.lines])
 
-    def phase(self, phase, outer: Scope, shared, looped: bool):
+    def phase(self, phase, outer: Scope, shared, looped: bool, welford: list[WelfordPair] = ()):
         _, inner_sizes = self.plan.group
         _, rs = kernel_vars(self.plan.group)
         mask = "xmask & rmask"
@@ -242,7 +323,11 @@ class TritonKernel(Kernel):
         # looped: flush invariant lines first, then one loop per phase
         inner = Scope(outer)
         body = []
+        by_total = {w.total: w for w in welford}
         for buf, rtype, expr, dtype in phase.reductions:
+            if buf in by_total:
+                self.welford_update(by_total[buf], outer, inner, mask)
+                continue
             acc = f"acc_{buf}"
             outer.lines.append(f"{acc}_tile = tl.full([XBLOCK, RBLOCK], {TRITON_INIT[rtype]}, {TL_DTYPE[dtype]})")
             v = self.emit(expr, outer, inner, mask, "xmask")
@@ -257,8 +342,39 @@ class TritonKernel(Kernel):
         outer.lines.append("for roffset in range(0, rnumel, RBLOCK):")
         outer.lines += ["    " + ln for ln in body]
         for buf, rtype, _, _ in phase.reductions:
+            if buf in by_total:
+                self.welford_finish(by_total[buf], outer)
+                continue
             outer.lines.append(f"acc_{buf} = {TRITON_REDUCE[rtype].format(f'acc_{buf}_tile')}")
             self.accs[buf] = f"acc_{buf}"
+
+    def welford_update(self, w: WelfordPair, outer: Scope, inner: Scope, mask: str) -> None:
+        """Per lane, fold one more element into its running (mean, M2, count) (``welford_reduce``)."""
+        t, tile = TL_DTYPE[w.dtype], f"wf_{w.total}"
+        for part in ("mean", "m2", "n"):
+            outer.lines.append(f"{tile}_{part} = tl.zeros([XBLOCK, RBLOCK], {t})")
+        v = self.emit(w.value, outer, inner, mask, "xmask")
+        n, delta, mean = self.tmp(), self.tmp(), self.tmp()
+        inner.lines += [
+            f"{n} = {tile}_n + 1",
+            f"{delta} = {v} - {tile}_mean",
+            f"{mean} = {tile}_mean + {delta} / {n}",
+            f"{tile}_m2 = tl.where({mask}, {tile}_m2 + {delta} * ({v} - {mean}), {tile}_m2)",
+            f"{tile}_mean = tl.where({mask}, {mean}, {tile}_mean)",
+            f"{tile}_n = tl.where({mask}, {n}, {tile}_n)",
+        ]
+
+    def welford_finish(self, w: WelfordPair, outer: Scope) -> None:
+        """Merge the lanes of each row; the sum, M2 and the mean the later phases read become visible."""
+        tile, mean = f"wf_{w.total}", f"mean_{w.total}"
+        outer.lines += [
+            f"{mean}, acc_{w.m2}, {tile}_count = tl.reduce(({tile}_mean, {tile}_m2, {tile}_n), 1, welford_combine)",
+            f"{mean} = {mean}[:, None]",
+            f"acc_{w.m2} = acc_{w.m2}[:, None]",
+            f"acc_{w.total} = {mean} * {w.mean.args[1].value}",  # the sum itself, for any other reader
+        ]
+        outer.cse[w.mean] = mean  # later phases spell the mean as sum / n: read the running mean
+        self.accs[w.total], self.accs[w.m2] = f"acc_{w.total}", f"acc_{w.m2}"
 
     def xblock(self) -> int:
         """Inductor's heuristics pick this per launch; one fixed rule here."""
@@ -287,10 +403,13 @@ class TritonKernel(Kernel):
 def module_source(kernels, persistent_rnumel: int | None = None) -> str:
     persistent_rnumel = persistent_rnumel or PERSISTENT_RNUMEL
     parts = ["import triton", "import triton.language as tl", ""]
+    body = []
     for k in kernels:
         tk = TritonKernel(k.name, k.plan, persistent_rnumel)
-        parts += [tk.source(), "", tk.launcher(), ""]
-    return "\n".join(parts)
+        body += [tk.source(), "", tk.launcher(), ""]
+        if tk.welford and WELFORD_COMBINE not in parts:
+            parts += [WELFORD_COMBINE]
+    return "\n".join(parts + body)
 
 
 def build(kernels, graph, persistent_rnumel: int | None = None):

@@ -1,0 +1,113 @@
+"""Welford in course_lib's Triton reductions: a looped row's mean and variance from one read.
+
+Run in Triton's interpreter on the CPU, on rows forced onto the looped path (``PERSISTENT_RNUMEL``
+lowered) with a chunk that does not divide the row (masked tail lanes), against eager PyTorch.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import course_lib.inductor as ind
+from course_lib import compat, decomp
+from course_lib.inductor.codegen import triton as tcg
+
+
+def _compile(fn, *args):
+    gm = compat.make_fx(fn, *args, decompositions=decomp.DECOMPOSITIONS)
+    return ind.compile_graph(gm, list(args), codegen="triton")
+
+
+@pytest.fixture
+def looped(monkeypatch):
+    """Rows longer than 8 loop in chunks of 8 (a 37-element row: 4 full chunks and a tail of 5)."""
+    monkeypatch.setattr(tcg, "PERSISTENT_RNUMEL", 8)
+    monkeypatch.setattr(tcg, "LOOPED_RBLOCK", 8)
+
+
+def _loops(code: str) -> int:
+    return code.count("for roffset in range")
+
+
+def test_layernorm_reads_the_row_once_for_its_statistics(looped):
+    torch.manual_seed(0)
+    x, w, b = torch.randn(5, 37), torch.randn(37), torch.randn(37)
+
+    def f(x, w, b):
+        return (F.layer_norm(x, (37,), w, b),)
+
+    c = _compile(f, x, w, b)
+    # one Welford pass for mean and variance, one pass to normalise: two loops, not three
+    assert "welford_combine" in c.kernel_code and _loops(c.kernel_code) == 2, c.kernel_code
+    torch.testing.assert_close(c(x, w, b)[0], f(x, w, b)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_welford_holds_its_precision_where_the_mean_is_large(looped):
+    """Rows around 1e4 with unit spread: float32 statistics still match eager's to 1e-3."""
+    torch.manual_seed(1)
+    x = 1e4 + torch.randn(3, 37)
+
+    def f(x):
+        return (torch.var_mean(x, -1, correction=0)[0], x.mean(-1))
+
+    c = _compile(f, x)
+    assert "welford_combine" in c.kernel_code
+    var, mean = c(x)
+    ref = torch.var_mean(x.double(), -1, correction=0)
+    torch.testing.assert_close(var.double(), ref[0], rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(mean.double(), ref[1], rtol=1e-6, atol=1e-3)
+
+
+def test_unbiased_variance_and_its_gradient_shape(looped):
+    torch.manual_seed(2)
+    x = torch.randn(4, 40)
+
+    def f(x):
+        return (x.var(-1), x.std(-1, keepdim=True) * x)
+
+    c = _compile(f, x)
+    assert "welford_combine" in c.kernel_code, c.kernel_code
+    for got, ref in zip(c(x), f(x), strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_a_sum_of_squares_about_something_else_is_not_folded(looped):
+    """sum((x - 1) ** 2) after sum(x) is not a variance: it keeps its own pass."""
+    torch.manual_seed(3)
+    x = torch.randn(2, 37)
+
+    def f(x):
+        s = x.sum(-1, keepdim=True)
+        return (((x - 1) ** 2).sum(-1) + s[:, 0], ((x - s / 36) ** 2).sum(-1))  # n is 37, not 36
+
+    c = _compile(f, x)
+    assert "welford_combine" not in c.kernel_code, c.kernel_code
+    for got, ref in zip(c(x), f(x), strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_persistent_rows_need_no_welford():
+    """A row that fits one tile is read once anyway (two passes over registers)."""
+    x, w, b = torch.randn(4, 64), torch.randn(64), torch.randn(64)
+    c = _compile(lambda x, w, b: (F.layer_norm(x, (64,), w, b),), x, w, b)
+    assert "welford_combine" not in c.kernel_code and _loops(c.kernel_code) == 0
+
+
+def test_combine_rule_matches_a_two_pass_variance():
+    """The merge of two parts' (mean, M2, n) equals the statistics of the whole (the rule, in numpy)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(3, 2, 11), rng.normal(-1, 5, 6)
+
+    def stats(v):
+        return v.mean(), ((v - v.mean()) ** 2).sum(), float(len(v))
+
+    (ma, m2a, na), (mb, m2b, nb) = stats(a), stats(b)
+    n = na + nb
+    share = nb / n
+    delta = mb - ma
+    mean, m2 = ma + delta * share, m2a + m2b + delta * delta * na * share
+    whole = np.concatenate([a, b])
+    assert np.isclose(mean, whole.mean()) and np.isclose(m2, ((whole - whole.mean()) ** 2).sum())
+    assert "n_b / " in tcg.WELFORD_COMBINE and "delta * delta * n_a * share_b" in tcg.WELFORD_COMBINE
