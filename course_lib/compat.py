@@ -319,6 +319,31 @@ def triton_memory_hook(on_access):
     return hooked()
 
 
+def triton_tensor_descriptor():
+    """``triton.tools.tensor_descriptor.TensorDescriptor``: a host-side TMA descriptor argument.
+
+    Triton 3.4+ (3.6 on the H200, 3.9 here). On sm_90 the launcher encodes it as a 128-byte
+    ``CUtensorMap`` kernel parameter; the interpreter reads it as a strided view. Older Triton had
+    ``triton.tools.experimental_descriptor`` with another interface, which the course does not use.
+    """
+    return require("triton.tools.tensor_descriptor", "TensorDescriptor")
+
+
+def triton_kernel_resources(compiled) -> dict:
+    """Shared memory (bytes), registers per thread and spill bytes of a launched kernel.
+
+    ``JITFunction.__getitem__(grid)(...)`` returns the ``CompiledKernel``; ``n_regs`` and
+    ``n_spills`` are filled when its module is loaded on the GPU (``_init_handles``), ``shared``
+    sits in its metadata (a dict in 3.9, a namedtuple in 3.6).
+    """
+    md = triton_metadata_dict(compiled)
+    init = getattr(compiled, "_init_handles", None)
+    if callable(init):
+        init()
+    return {"shared": md.get("shared"), "registers": getattr(compiled, "n_regs", None),
+            "spills": getattr(compiled, "n_spills", None)}  # fmt: skip
+
+
 # ---------------------------------------------------------------------------
 # dynamo / fx (Module 4, part 1)
 # ---------------------------------------------------------------------------
@@ -741,3 +766,143 @@ def inductor_fast_math_flags() -> list[str]:
     """The ``-f...`` list Inductor's C++ builder passes for "fast math" on Linux/macOS, in order
     (``torch/_inductor/cpp_builder.py``, ``_get_ffast_math_flags``; it reads ``config.cpp``)."""
     return ["-" + flag for flag in require("torch._inductor.cpp_builder", "_get_ffast_math_flags")()]
+
+
+# ---------------------------------------------------------------------------
+# triton's MLIR bindings and pass list (03c: running the passes one at a time)
+# ---------------------------------------------------------------------------
+
+
+def triton_ir():
+    """``triton._C.libtriton.ir``: Triton's nanobind bindings of MLIR (context, module, operation,
+    block, region, value, pass_manager), the objects ``triton/compiler/compiler.py`` passes around."""
+    return require("triton._C.libtriton", "ir")
+
+
+def triton_backend_and_context(target):
+    """``(backend, context)`` for a ``GPUTarget``: ``make_backend`` and an MLIR context with Triton's
+    and the backend's dialects loaded, as ``triton.compile`` sets them up."""
+    make_backend = require("triton.compiler.compiler", "make_backend")
+    ir = triton_ir()
+    backend = make_backend(target)
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    return backend, context
+
+
+def triton_codegen(kernel, source, target, backend, options, context):
+    """The module ``code_generator.ast_to_ttir`` builds from the kernel's Python AST (before any pass).
+
+    ``ASTSource.make_ir(target, options, codegen_fns, module_map, context)`` in 3.6 and 3.9; older
+    releases had no ``target`` argument. Runs inside :func:`triton_compile_scope` so the
+    interpreter's wrappers do not reach the code generator.
+    """
+    import inspect
+
+    params = list(inspect.signature(source.make_ir).parameters)
+    codegen_fns = backend.get_codegen_implementation(options)
+    module_map = backend.get_module_map() if hasattr(backend, "get_module_map") else {}
+    with triton_compile_scope(kernel):
+        if params and params[0] == "target":
+            return source.make_ir(target, options, codegen_fns, module_map, context)
+        return source.make_ir(options, codegen_fns, module_map, context)
+
+
+class _StopRecording(Exception):
+    """Raised by the recording pass manager's ``run``: the stage's pass list is complete."""
+
+
+def triton_stage_pass_calls(backend, method: str, module, options, capability: int):
+    """The passes a backend stage (``make_ttir``, ``make_ttgir``, ``make_llir``) adds, without running them.
+
+    The stage is a Python method that builds an ``ir.pass_manager``, calls
+    ``passes.<group>.add_<name>(pm, *args)`` once per pass (some under ``if capability ...``) and runs
+    it. We call a copy of that method whose globals ``ir``, ``passes`` and ``nvidia`` are recorders:
+    every ``add_`` call is written down with its evaluated arguments, and the first ``pm.run`` stops
+    the method (what follows it, e.g. LLVM translation in ``make_llir``, is not a pass). Nothing of
+    triton is patched. Returns ``(calls, run_args)``: ``calls`` are ``(group, name, args)`` with
+    ``group`` like ``"passes.ttgpuir"`` or ``"nvidia.passes.ttnvgpuir"``; ``run_args`` what
+    ``pm.run`` received after the module (``("make_ttgir",)`` in 3.9).
+    """
+    import types
+
+    cls = type(backend)
+    if not hasattr(cls, method):
+        raise CompatError(f"{cls.__name__} has no stage method {method!r} in this Triton (see compat.py)")
+    fn = _plain_function(getattr(cls, method))
+    calls: list[tuple[str, str, tuple]] = []
+    run_args: list[tuple] = []
+    real_ir = triton_ir()
+
+    class _PassManager:
+        def enable_debug(self):
+            return False
+
+        def run(self, mod, *args):
+            run_args.append(args)
+            raise _StopRecording
+
+        def __getattr__(self, name):
+            return lambda *a, **k: None
+
+    class _Group:
+        def __init__(self, path):
+            self._path = path
+
+        def __getattr__(self, name):
+            if name.startswith("add_"):
+                return lambda pm, *args: calls.append((self._path, name[4:], tuple(args)))
+            return _Group(f"{self._path}.{name}")
+
+    class _IR:
+        def __getattr__(self, name):
+            if name == "pass_manager":
+                return lambda *a: _PassManager()
+            return getattr(real_ir, name)
+
+    scope = dict(fn.__globals__)
+    scope.update(ir=_IR(), passes=_Group("passes"), nvidia=types.SimpleNamespace(passes=_Group("nvidia.passes")))
+    if "amd" in scope:
+        scope["amd"] = types.SimpleNamespace(passes=_Group("amd.passes"))
+    copy = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
+    args = (module, {}, options, capability)
+    try:
+        copy(*args) if isinstance(_class_attribute(cls, method), staticmethod) else copy(backend, *args)
+    except _StopRecording:
+        pass
+    return calls, (run_args[0] if run_args else (method,))
+
+
+def _plain_function(fn):
+    """The plain function behind a staticmethod / bound method."""
+    return getattr(fn, "__func__", fn)
+
+
+def _class_attribute(cls, name: str):
+    """The raw class attribute (``staticmethod`` object or function), looked up along the MRO."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return vars(klass)[name]
+    return None
+
+
+def triton_pass_adder(group: str, name: str):
+    """The binding ``triton._C.libtriton.<group>.add_<name>``, or CompatError listing what this Triton has."""
+    obj = require("triton._C", "libtriton")
+    for part in group.split("."):
+        if not hasattr(obj, part):
+            raise CompatError(f"this Triton has no pass group {group!r} (triton._C.libtriton.{group})")
+        obj = getattr(obj, part)
+    adder = getattr(obj, f"add_{name}", None)
+    if adder is None:
+        have = sorted(a[4:] for a in dir(obj) if a.startswith("add_"))
+        raise CompatError(f"this Triton has no pass {group}.add_{name}; {group} has: {', '.join(have)}")
+    return adder
+
+
+def triton_run_pass(context, module, group: str, name: str, args: tuple, run_args: tuple = ()) -> None:
+    """Run one pass on ``module`` in place: a fresh ``ir.pass_manager`` holding only that pass."""
+    pm = triton_ir().pass_manager(context)
+    triton_pass_adder(group, name)(pm, *args)
+    pm.run(module, *run_args)

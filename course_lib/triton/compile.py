@@ -122,7 +122,8 @@ def _cache_key(kernel, signature, constexprs, target, options, passes) -> str:
 
     src, _ = kernel_source(kernel)
     jit = compat.triton_jit_function(kernel)
-    deps = getattr(jit, "cache_key", "")  # covers jit functions the kernel calls
+    with compat.triton_compile_scope(kernel):  # helpers it calls are InterpretedFunctions on a CPU
+        deps = getattr(jit, "cache_key", "")  # covers jit functions the kernel calls
     blob = json.dumps([src, str(deps), signature, sorted((constexprs or {}).items(), key=str), target,
                        sorted(options.items()), passes, triton.__version__, _CACHE_VERSION], default=str)  # fmt: skip
     return hashlib.sha256(blob.encode()).hexdigest()[:24]

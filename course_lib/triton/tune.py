@@ -83,3 +83,107 @@ def pick(M: int = 4096, N: int = 4096, K: int = 4096, configs=MATMUL_CONFIGS, me
             source = "analytic cost model"
     best = min(configs, key=lambda c: times[config_name(c)])
     return Choice(best, source, times)
+
+
+# ----------------------------------------------------------------------------- pruning by compile metadata
+#
+# What ``@triton.autotune(..., prune_configs_by={"early_config_prune": fn})`` is for: a config
+# whose kernel cannot launch (too much shared memory: Triton raises ``OutOfResources`` when the
+# module is loaded) or that spills its accumulator to local memory is not worth a benchmark.
+# Both facts are in the compiled kernel's metadata, known before any timing: ``metadata.shared``
+# (bytes of shared memory per program) and ``n_regs`` / ``n_spills`` (from ptxas).
+
+AUTOTUNE_RECORDING = "triton/autotune_sm90.json"
+
+#: The persistent TMA matmul's config space (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages), timed
+#: at 4096^3 bf16 on the H200 by device/record_triton.py together with each config's compile metadata.
+TMA_CONFIGS = [
+    (128, 256, 64, 8, 2), (128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 3),
+    (128, 256, 64, 4, 3), (256, 128, 64, 4, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 4),
+    (128, 128, 64, 8, 5), (128, 128, 128, 8, 3), (128, 128, 128, 8, 4), (64, 256, 64, 4, 4),
+    (64, 256, 64, 4, 5), (128, 256, 32, 8, 6), (128, 64, 64, 4, 5), (64, 128, 64, 4, 5),
+]  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one program may use on a GPU: shared memory per block (the opt-in maximum, ``cudaDevAttr
+    MaxSharedMemoryPerBlockOptin``), the register file of an SM, and registers per thread."""
+
+    smem_per_block: int
+    regs_per_sm: int = 65536
+    regs_per_thread: int = 255
+
+
+#: Hopper (H100 / H200) as the H200 reported it through torch.cuda.get_device_properties.
+H200_LIMITS = Limits(smem_per_block=232448)
+
+
+def fits(meta: dict, limits: Limits) -> bool:
+    """A config fits when its shared memory fits one block's budget, a block's registers fit the
+    SM's file (registers per thread x 32 x num_warps), and ptxas did not spill."""
+    threads = 32 * meta["num_warps"]
+    return (meta["shared"] <= limits.smem_per_block and meta["registers"] * threads <= limits.regs_per_sm
+            and meta["registers"] <= limits.regs_per_thread and meta["spills"] == 0)  # fmt: skip
+
+
+def prune(configs: list, meta: dict, limits: Limits) -> list:
+    """The configs that :func:`fits`, in their order (Triton's ``early_config_prune``)."""
+    return [c for c in configs if fits(meta[c], limits)]
+
+
+def autotune(configs: list, meta: dict, limits: Limits, measure) -> list:
+    """Prune by metadata, time what is left once each, return it fastest first."""
+    kept = prune(configs, meta, limits)
+    times = {c: measure(c) for c in kept}
+    return sorted(kept, key=times.__getitem__)
+
+
+@dataclasses.dataclass
+class Space:
+    """A recorded config space: configs, their compile metadata, their H200 times (None: did not
+    launch), the limits the H200 reported, and where the numbers come from."""
+
+    configs: list
+    meta: dict
+    times_us: dict
+    limits: Limits
+    source: str
+
+
+def recorded_space(path: str = AUTOTUNE_RECORDING) -> Space | None:
+    """The persistent matmul's space as recorded on the H200 (None when the recording is absent)."""
+    rec = recorded.load(path)
+    if not rec:
+        return None
+    configs, meta, times = [], {}, {}
+    for row in rec.value["configs"]:
+        cfg = tuple(row["config"])
+        configs.append(cfg)
+        meta[cfg] = {k: row[k] for k in ("shared", "registers", "spills", "num_warps")}
+        times[cfg] = row["time_us"]
+    lim = rec.value["limits"]
+    limits = Limits(lim["smem_per_block"], lim["regs_per_sm"], lim.get("regs_per_thread", 255))
+    return Space(configs, meta, times, limits, rec.banner())
+
+
+class OutOfResources(RuntimeError):
+    """What a launch of a config that does not fit raises on a GPU (Triton's ``OutOfResources``)."""
+
+
+def recorded_measure(space: Space, limits: Limits, calls: list):
+    """A ``measure(cfg)`` that replays the recording: the H200 time of ``cfg``; raises
+    :class:`OutOfResources` for a config that does not fit ``limits``. Appends each call to ``calls``."""
+
+    def measure(cfg):
+        cfg = tuple(cfg)
+        calls.append(cfg)
+        if cfg not in space.meta:
+            raise KeyError(f"{config_name(cfg)} is not in the config space")
+        if not fits(space.meta[cfg], limits) or space.times_us[cfg] is None:
+            m = space.meta[cfg]
+            raise OutOfResources(f"{config_name(cfg)} did not launch or spills: {m['shared']:,} bytes of shared "
+                                 f"memory, {m['registers']} registers, {m['spills']} spill bytes")  # fmt: skip
+        return space.times_us[cfg]
+
+    return measure
