@@ -368,3 +368,40 @@ def gcc_verdicts(loops: dict[str, str] | None = None, flags: str = FLAGS) -> dic
         lib = compile_c(src, flags)
         out[name] = (bool(lib.vectorised_lines), lib.report_text())
     return out
+
+
+def _verdict_colour(text: str) -> tuple[str, str]:
+    """(colour, short label) for one compiler's remark text in :func:`compare_vectorisers`' rows."""
+    done = text.count("vectorised") - text.count("NOT vectorised")
+    missed = text.count("NOT vectorised")
+    width = re.search(r"width:? (\d+)", text)
+    if done and not missed:
+        return "#6aa84f", "vectorised" + (f", width {width[1]}" if width else "")
+    if done:
+        return "#f1c232", f"{done} loop(s) yes, {missed} no"
+    return "#e06666", "not vectorised"
+
+
+def plot_vectorisers(rows: list[list[str]]):
+    """A verdict grid from :func:`compare_vectorisers`: one row per loop, gcc and clang side by side,
+    green where the compiler's remark says vectorised, red where it refused, yellow where only some
+    loops were. Returns the matplotlib figure."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    fig, ax = plt.subplots(figsize=(8, 0.42 * len(rows) + 0.8))
+    for r, row in enumerate(rows):
+        for c, text in enumerate(row[2:4]):
+            colour, label = _verdict_colour(text)
+            ax.add_patch(Rectangle((c, -r), 0.96, 0.9, color=colour))
+            ax.text(c + 0.48, -r + 0.45, label, ha="center", va="center", fontsize=9)
+    ax.set_xlim(0, 2)
+    ax.set_ylim(-len(rows) + 1, 1)
+    ax.set_yticks([-r + 0.45 for r in range(len(rows))], [f"{row[0]} ({row[1]})" for row in rows])
+    ax.set_xticks([0.48, 1.48], ["gcc -fopt-info-vec", "clang -Rpass=loop-vectorize"])
+    ax.xaxis.tick_top()
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.tick_params(length=0)
+    fig.tight_layout()
+    return fig
