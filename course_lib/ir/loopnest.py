@@ -94,11 +94,13 @@ class Loop:
     stops: tuple  # of Affine (the minimum is the bound)
     step: int = 1
     body: list = field(default_factory=list)
+    kind: str = "serial"  # or "parallel" / "vectorized": a schedule's annotation (course_lib.ir.schedule)
 
     def lines(self, depth=0) -> list[str]:
         stop = str(self.stops[0]) if len(self.stops) == 1 else f"min({', '.join(map(str, self.stops))})"
         step = "" if self.step == 1 else f", {self.step}"
-        out = ["    " * depth + f"for {self.var} in range({self.start}, {stop}{step}):"]
+        note = "" if self.kind == "serial" else f"  # {self.kind}"
+        out = ["    " * depth + f"for {self.var} in range({self.start}, {stop}{step}):{note}"]
         for s in self.body:
             out += s.lines(depth + 1) if isinstance(s, Loop) else ["    " * (depth + 1) + str(s)]
         return out

@@ -126,3 +126,32 @@ def tiling_misses_figure(n: int = 32, tiles=(2, 4, 8, 16), size_bytes: int = 409
     fig.tight_layout()
     plt.close(fig)
     return fig, dict(zip(labels, misses))
+
+
+def schedule_order_figure(panels: list, n: int = 16):
+    """Iteration space of C[i, j] (i down, j across), one panel per ``(title, scheduled nest)``:
+    each cell coloured by when it is first updated (dark = early), the path joining the cells in
+    that order. Tiles show up as blocks of one shade; a vector's lanes as a bar of one colour."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from course_lib.ir import schedule as sc
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3.6), squeeze=False)
+    for ax, (title, nest) in zip(axes[0], panels):
+        order = sc.visit_order(nest)
+        grid = np.full((n, n), np.nan)
+        for (i, j), t in order.items():
+            if i < n and j < n:
+                grid[i, j] = t
+        ax.imshow(grid, cmap="viridis", interpolation="nearest")
+        path = sorted(((t, i, j) for (i, j), t in order.items() if i < n and j < n))
+        ax.plot([p[2] for p in path], [p[1] for p in path], color="white", lw=0.6, alpha=0.8)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("j")
+        ax.set_ylabel("i")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
