@@ -17,3 +17,35 @@ def test_triton_stages_move_from_tt_to_llvm_dialect():
     assert ".target sm_90" in s["ptx"] and ".loc" not in s["ptx"]
     assert "ConvertTritonGPUToLLVM" in s.mlir_passes
     assert "loc(" not in s["ttir"]
+
+
+def test_structure_read_with_tritons_bindings():
+    from course_lib.triton import passes
+
+    run = passes.run_passes(mlir.sum_kernel, mlir.SUM_SIGNATURE, {"BLOCK": 32}, stages=("ttir",), num_warps=1)
+    tree = mlir.structure(run.live[1])
+    assert tree.name == "builtin.module"
+    func = tree.regions[0].blocks[0].ops[0]
+    assert func.name == "tt.func" and func.regions[0].blocks[0].args == ["!tt.ptr<f32>", "!tt.ptr<f32>", "i32"]
+    loop = next(op for op in func.regions[0].blocks[0].ops if op.name == "scf.for")
+    assert loop.results == ["f32"] and loop.regions[0].blocks[0].args == ["i32", "f32"]  # induction var, acc
+    reduce = next(op for op in loop.regions[0].blocks[0].ops if op.name == "tt.reduce")
+    assert reduce.regions[0].blocks[0].args == ["f32", "f32"]
+    assert mlir.count(tree) == {"ops": 22, "regions": 4, "blocks": 4, "block arguments": 7}
+    assert run.final.count("scf.for") == 1 and mlir.outline(tree).count("block ^bb") == 4
+    assert "region #0" in mlir.nesting_dot(tree) and mlir.nesting_dot(tree).startswith("digraph")
+
+
+def test_loop_carried_values_become_block_arguments_then_phis():
+    from course_lib.triton import compile_stages, passes
+
+    run = passes.run_passes(mlir.sum_kernel, mlir.SUM_SIGNATURE, {"BLOCK": 32},
+                            stages=("ttir", "ttgir", "llvm_dialect"), num_warps=1)  # fmt: skip
+    cf = run.step("scf_to_cf")
+    assert "scf.for" in cf.before and "scf.for" not in cf.after
+    assert any("^bb1(%start: i32, %acc_2: f32)" in ln for ln in mlir.ops_with_block_arguments(cf.after))
+    llir = compile_stages(mlir.sum_kernel, mlir.SUM_SIGNATURE, {"BLOCK": 32}, "sm_90", num_warps=1, aligned=True)[
+        "llir"
+    ]
+    phis = [ln for ln in mlir.ops_with_block_arguments(llir) if "phi" in ln]
+    assert any("phi float" in ln for ln in phis) and any("phi i32" in ln for ln in phis)

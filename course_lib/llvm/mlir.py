@@ -18,6 +18,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import triton
+import triton.language as tl
+
 from course_lib.triton.compile import compile_stages as _triton_compile_stages
 
 # Module 3's vector add: one program handles BLOCK elements.
@@ -54,3 +57,159 @@ def compile_stages(kernel=add_kernel, signature=None, constexprs=None, arch: int
     constexprs = constexprs if constexprs is not None else {"BLOCK": 256}
     result = _triton_compile_stages(kernel, signature, constexprs, target=f"sm_{arch}", passes=True)
     return TritonStages({k: result[k] for k in MLIR_STAGES}, result.pass_names())
+
+
+# ----------------------------------------------------------------------------- MLIR's structure (03c)
+
+
+@triton.jit
+def sum_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """out[0] = x[0] + ... + x[n-1]: a loop over blocks that carries a running sum (``scf.for`` iter_args)."""
+    acc = 0.0
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        acc += tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0)
+    tl.store(out_ptr, acc)
+
+
+SUM_SIGNATURE = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+
+
+@dataclasses.dataclass
+class Op:
+    """An MLIR operation: its name, result types and the regions it owns."""
+
+    name: str
+    results: list[str]
+    operands: int
+    regions: list[Region]
+
+
+@dataclasses.dataclass
+class Block:
+    """A basic block: a label, typed arguments (MLIR's replacement for phis) and a list of ops."""
+
+    label: str
+    args: list[str]  # argument types
+    ops: list[Op]
+
+
+@dataclasses.dataclass
+class Region:
+    """A list of blocks owned by an op (a function body, a loop body, a reduction's combiner)."""
+
+    blocks: list[Block]
+
+
+def structure(module) -> Op:
+    """The op / region / block tree of a live module, read with Triton's own bindings
+    (``triton._C.libtriton.ir``: ``module.walk``, ``operation.get_block``, ``block.get_parent``,
+    ``operation.get_region``, ``block.arg``). Labels come from a counter (``^bb0``, ``^bb1``...).
+
+    ``walk`` visits every op once (nested ops before the op holding them); an op names its regions,
+    an op knows its block and a block its region, which is enough to rebuild the nesting.
+    """
+    found = []
+    module.walk(found.append)
+    block_ops: dict[int, list] = {}
+    block_of_region: dict[int, list] = {}
+    blocks = {}
+    for op in found:
+        b = op.get_block()
+        if b is None:
+            continue
+        if b.id() not in blocks:
+            blocks[b.id()] = b
+            block_of_region.setdefault(b.get_parent().id(), []).append(b.id())
+        block_ops.setdefault(b.id(), []).append(op)
+    counter = iter(range(1_000_000))
+
+    def make_op(op) -> Op:
+        regions = [op.get_region(i) for i in range(op.get_num_regions())]
+        results = [str(op.get_result(i).get_type()) for i in range(op.get_num_results())]
+        return Op(op.get_name(), results, op.get_num_operands(), [make_region(r.id()) for r in regions])
+
+    def make_region(rid: int) -> Region:
+        out = []
+        for bid in block_of_region.get(rid, []):
+            b = blocks[bid]
+            args = [str(b.arg(i).get_type()) for i in range(b.get_num_arguments())]
+            out.append(Block(f"^bb{next(counter)}", args, [make_op(o) for o in block_ops.get(bid, [])]))
+        return Region(out)
+
+    top = next(op for op in found if op.get_block() is None)
+    return make_op(top)
+
+
+def outline(op: Op, depth: int = 0, max_ops: int = 40) -> str:
+    """Indented text of the tree: ops, their regions, blocks with argument types."""
+    pad = "  " * depth
+    res = f" -> {', '.join(op.results)}" if op.results else ""
+    lines = [f"{pad}{op.name}{res}"]
+    for k, region in enumerate(op.regions):
+        lines.append(f"{pad}  region #{k}")
+        for block in region.blocks:
+            lines.append(f"{pad}    block {block.label}({', '.join(block.args)})")
+            for inner in block.ops[:max_ops]:
+                lines.append(outline(inner, depth + 3, max_ops))
+            if len(block.ops) > max_ops:
+                lines.append(f"{pad}      ... {len(block.ops) - max_ops} more ops")
+    return "\n".join(lines)
+
+
+def count(op: Op) -> dict[str, int]:
+    """How many ops, regions, blocks and block arguments the tree holds (the op itself included)."""
+    c = {"ops": 1, "regions": len(op.regions), "blocks": 0, "block arguments": 0}
+    for region in op.regions:
+        for block in region.blocks:
+            c["blocks"] += 1
+            c["block arguments"] += len(block.args)
+            for inner in block.ops:
+                for key, value in count(inner).items():
+                    c[key] += value
+    return c
+
+
+def nesting_dot(op: Op, keep: int = 3) -> str:
+    """Graphviz DOT of the nesting: op (box) -> region (ellipse) -> block (note, with its arguments)
+    -> ops. Ops without regions are folded into one "n more ops" node after the first ``keep``."""
+    from course_lib.viz import dot_escape
+
+    lines = ["digraph mlir {", "  rankdir=TB; node [fontname=monospace, fontsize=10];"]
+    ids = iter(range(1_000_000))
+
+    def add_op(o: Op) -> str:
+        me = f"n{next(ids)}"
+        res = f"\\n-> {dot_escape(', '.join(o.results), record=False)}" if o.results else ""
+        lines.append(f'  {me} [shape=box, style=filled, fillcolor="#dbe9f6", label="{o.name}{res}"];')
+        for k, region in enumerate(o.regions):
+            rid = f"n{next(ids)}"
+            lines.append(f'  {rid} [shape=ellipse, label="region #{k}"];')
+            lines.append(f"  {me} -> {rid};")
+            for block in region.blocks:
+                bid = f"n{next(ids)}"
+                args = dot_escape(", ".join(block.args), record=False)
+                lines.append(
+                    f'  {bid} [shape=note, style=filled, fillcolor="#fdf2d0", label="block {block.label}({args})"];'
+                )
+                lines.append(f"  {rid} -> {bid};")
+                plain = [x for x in block.ops if not x.regions]
+                shown = [x for x in block.ops if x.regions or x in plain[:keep]]
+                for x in shown:
+                    lines.append(f"  {bid} -> {add_op(x)};")
+                if len(plain) > keep:
+                    more = f"n{next(ids)}"
+                    lines.append(f'  {more} [shape=plaintext, label="... {len(plain) - keep} more ops"];')
+                    lines.append(f"  {bid} -> {more};")
+        return me
+
+    add_op(op)
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def ops_with_block_arguments(text: str) -> list[str]:
+    """The lines of an MLIR / LLVM text that carry values across edges: ``scf.for ... iter_args``,
+    block headers with arguments (``^bb1(%0: i32, ...)``), branches passing them, and ``phi``."""
+    keep = re.compile(r"scf\.for|scf\.yield|^\s*\^bb\d+\(|cf\.br|cf\.cond_br|llvm\.br|llvm\.cond_br|= phi ")
+    return [ln.rstrip() for ln in text.splitlines() if keep.search(ln)]
