@@ -389,3 +389,71 @@ def test_random_cnn_graphs_train_like_eager(seed):
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=f"{kinds}: {name}")
     for (name, b), c in zip(net.named_buffers(), tensors[n_params:]):
         torch.testing.assert_close(c, b, rtol=1e-4, atol=1e-5, msg=f"{kinds}: buffer {name}")
+
+
+# ------------------------------------------------------------------ graphs only a GPU traces (issue 18, H200)
+
+
+def _cuda_batch_norm_trace(training: bool = True):
+    """The ATen graph make_fx records for ``F.batch_norm(x, rm, rv, w, b, training) -> hardtanh`` on a
+    GPU: batch norm dispatches to ``cudnn_batch_norm``, four outputs, each read by a ``getitem``
+    (the fourth is cuDNN's reserve space). A CPU build cannot run that op, so the graph is built by hand."""
+    import operator
+
+    from course_lib.fx import from_torch_fx
+
+    aten = torch.ops.aten
+    g = torch.fx.Graph()
+    x, w, b, rm, rv = (g.placeholder(n) for n in ("x", "w", "b", "rm", "rv"))
+    bn = g.call_function(aten.cudnn_batch_norm.default, (x, w, b, rm, rv, training, 0.1, 1e-5))
+    items = [g.call_function(operator.getitem, (bn, i)) for i in range(4)]
+    g.output((g.call_function(aten.hardtanh.default, (items[0], 0.0, 6.0)),))
+    return from_torch_fx(torch.fx.GraphModule(torch.nn.Module(), g))
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_functionalize_cuda_batch_norm_trace(training):
+    """On the H200 every batch-norm graph of ResNet and MobileNetV2 left course_lib.aot with
+    ``IndexError: tuple index out of range``: cuDNN's op has four outputs, its functional variant five
+    of which three stood for it, and the trace's ``getitem(bn, 3)`` fell off the end."""
+    torch.manual_seed(0)
+    x, w, b = torch.randn(2, 3, 5, 5) * 4, torch.randn(3), torch.randn(3)
+    rm, rv = torch.randn(3), torch.rand(3) + 0.5
+    func = aot.functionalize_graph(_cuda_batch_norm_trace(training), x, w, b, rm, rv)
+    assert func.num_outputs == 1 and func.mutated == [3, 4]
+    ref_m, ref_v = rm.clone(), rv.clone()
+    want = F.hardtanh(F.batch_norm(x, ref_m, ref_v, w, b, training=training, momentum=0.1, eps=1e-5), 0.0, 6.0)
+    out, new_m, new_v = func.fn(x, w, b, rm.clone(), rv.clone())
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close((new_m, new_v), (ref_m, ref_v))
+    if not training:
+        return
+    # and the joint graph of the functional twin trains like eager batch norm
+    xs, ws, bs = (t.clone().requires_grad_() for t in (x, w, b))
+    loss = aot.aot_function(func.fn)(xs, ws, bs, rm.clone(), rv.clone())[0].pow(2).mean()
+    loss.backward()
+    xe, we, be = (t.clone().requires_grad_() for t in (x, w, b))
+    F.hardtanh(F.batch_norm(xe, rm.clone(), rv.clone(), we, be, training=True), 0.0, 6.0).pow(2).mean().backward()
+    torch.testing.assert_close((xs.grad, ws.grad, bs.grad), (xe.grad, we.grad, be.grad), rtol=1e-4, atol=1e-6)
+
+
+def test_lift_constants_moves_a_cpu_constant_to_the_graphs_device():
+    """Mistral on the H200: a tensor the model builds without a device stayed on the CPU after
+    lifting, and the first Triton kernel reading it failed (``cpu tensor?``). Lifted constants now
+    follow the graph's inputs; ``meta`` stands in for ``cuda`` on a CPU build."""
+    from course_lib import compat
+
+    table = torch.tensor([1.0, -2.0, 3.0])  # made in the model, on the CPU
+
+    def f(x):
+        return x * table.to(x.device)
+
+    gm = compat.make_fx(f, torch.empty(2, 3, device="meta"))
+    assert any(n.op == "get_attr" for n in gm.graph.nodes)
+    gm, consts = aot.lift_constants(gm)
+    assert [c.device.type for c in consts] == ["meta"]
+    assert not any(n.op == "get_attr" for n in gm.graph.nodes)
+    # on one device nothing moves, and the lifted graph computes what f does
+    gm, consts = aot.lift_constants(compat.make_fx(f, torch.ones(2, 3)))
+    assert consts[0] is table or torch.equal(consts[0], table)
+    torch.testing.assert_close(gm(torch.ones(2, 3), *consts), f(torch.ones(2, 3)))

@@ -14,6 +14,7 @@ API::
         a compiler is ``compiler(graph, example_inputs) -> callable``; None runs the graph's Python code
     functionalize(fn, *args) -> Functionalized  .fn (pure: outputs, then updated inputs) .mutated
         .before (ATen graph with its in-place ops) .graph(*args) (the functional one) .rewrites
+    functionalize_graph(aten_graph, *args) -> Functionalized   the same rewrite of a graph traced already
     copy_back(args, updated, mutated)   the runtime epilogue: updated values into the real inputs
     DERIVATIVES / derivative(op) / vjp(op, grad, *args)   the derivative rules
     draw_joint(joint, part) -> picture with saved tensors and the cut highlighted
@@ -26,6 +27,7 @@ from course_lib.aot.functionalize import (
     Functionalized,
     copy_back,
     functionalize,
+    functionalize_graph,
     lift_constants,
 )
 from course_lib.aot.joint import Joint, backward_pass, joint_graph
@@ -34,4 +36,4 @@ from course_lib.aot.rules import DERIVATIVES, derivative, sum_to, vjp
 
 __all__ = ["DERIVATIVES", "FUNCTIONAL_VARIANT", "INVERSE_VIEW", "Functionalized", "Joint", "Partition", "aot_compile",
            "aot_function", "backward_pass", "copy_back", "derivative", "draw_joint", "flow_network", "functionalize",
-           "joint_graph", "lift_constants", "partition", "sum_to", "torch_saved", "vjp"]  # fmt: skip
+           "functionalize_graph", "joint_graph", "lift_constants", "partition", "sum_to", "torch_saved", "vjp"]  # fmt: skip

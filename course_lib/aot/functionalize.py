@@ -83,11 +83,22 @@ INVERSE_VIEW: dict = {
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
-    """A functional op for an op that writes to some arguments: ``writes[arg index] = output index``."""
+    """A functional op for an op that writes to some arguments: ``writes[arg index] = output index``.
+
+    ``num_outputs``: how many of the original op's outputs the variant's first outputs stand for;
+    ``extra(*args)`` makes the outputs the original op has beyond those (none by default)."""
 
     op: Any
     writes: dict
-    num_outputs: int  # how many outputs the original op returns (the first ones of the variant)
+    num_outputs: int
+    extra: Callable | None = None
+
+
+def _cudnn_reserve(input, *args, **kwargs) -> tuple:
+    """cuDNN batch norm's fourth output, its reserve space, feeds only ``cudnn_batch_norm_backward``;
+    our derivative rules never call that, so an empty byte tensor stands in (as in torch's own
+    decomposition of ``cudnn_batch_norm``)."""
+    return (aten.new_empty.default(input, [0], dtype=torch.uint8),)
 
 
 #: ops that mutate an argument they do not return, and their functional replacement
@@ -95,8 +106,9 @@ class Variant:
 FUNCTIONAL_VARIANT: dict = {
     aten._native_batch_norm_legit.default: Variant(aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3),
     aten.native_batch_norm.default: Variant(aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3),
-    # on a GPU, batch norm dispatches to cuDNN (a fourth output, cuDNN's workspace, feeds only its backward)
-    aten.cudnn_batch_norm.default: Variant(aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3),
+    # on a GPU, batch norm dispatches to cuDNN: (out, mean, invstd, reserve); the trace reads all four
+    aten.cudnn_batch_norm.default: Variant(aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3,
+                                           _cudnn_reserve),
 }
 
 
@@ -235,7 +247,8 @@ class _Functionalizer:
                 self.write(target, outs[out_index])
         self.rewrites.append(f"{node.name}: {node.target} -> {variant.op}, new "
                              + ", ".join(node.args[i].name for i in variant.writes if isinstance(node.args[i], Node)))  # fmt: skip
-        return tuple(outs[: variant.num_outputs])
+        extra = variant.extra(*args, **kwargs) if variant.extra else ()
+        return (*outs[: variant.num_outputs], *extra)
 
     def run(self, *inputs):
         placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
@@ -292,6 +305,16 @@ def functionalize(fn: Callable, *args) -> Functionalized:
 
     plain = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
     before = decomp.trace(fn, *[a.clone() if isinstance(a, torch.Tensor) else a for a in plain], table={})
+    return functionalize_graph(before, *plain)
+
+
+def functionalize_graph(before: Graph, *args) -> Functionalized:
+    """:func:`functionalize` for an ATen graph already traced (``before``): the rewrite alone.
+
+    Useful where the trace depends on the device: a CUDA trace has ``cudnn_batch_norm``, which a
+    CPU build cannot run, but its functional variant runs anywhere.
+    """
+    plain = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
     probe = _Functionalizer(before)  # one dry run on copies: how many outputs, which inputs change
     outs, _, mutated = probe.run(*[a.clone() if isinstance(a, torch.Tensor) else a for a in plain])
 
@@ -316,16 +339,23 @@ def lift_constants(gm) -> tuple:
 
     A backend then compiles a graph whose every tensor is an input, and the caller appends
     ``constants`` to each call's arguments (torch's AOT Autograd lifts them the same way).
+    A constant the model made on the CPU (``torch.tensor(...)`` without a device: Mistral's mask
+    value) moves to the device of the graph's inputs: a GPU kernel cannot read CPU memory.
     """
     graph = gm.graph
     gets = [n for n in graph.nodes if n.op == "get_attr"]
     if not gets:
         return gm, []
-    last = [n for n in graph.nodes if n.op == "placeholder"][-1]
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    device = _graph_device(placeholders)
+    last = placeholders[-1] if placeholders else None
     constants = []
     for n in gets:
         value = fetch_attr(gm, n.target)
-        with graph.inserting_after(last):
+        if isinstance(value, torch.Tensor) and device is not None and value.device != device:
+            value = value.to(device)
+            n.meta.pop("val", None)
+        with graph.inserting_after(last) if last is not None else graph.inserting_before(next(iter(graph.nodes))):
             ph = graph.placeholder(f"const_{len(constants)}")
         ph.meta = dict(n.meta)
         ph.meta.setdefault("val", value)
@@ -335,3 +365,12 @@ def lift_constants(gm) -> tuple:
         last = ph
     gm.recompile()
     return gm, constants
+
+
+def _graph_device(placeholders) -> torch.device | None:
+    """The device of a graph's tensor inputs (from ``meta["val"]``), None when they have none."""
+    for n in placeholders:
+        val = n.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            return val.device
+    return None
