@@ -222,8 +222,14 @@ class TritonKernel(Kernel):
         self.rblock = next_pow2(self.rnumel) if self.persistent else min(next_pow2(self.rnumel), LOOPED_RBLOCK)
         # a looped row pays for every phase with a read of the row: fold sum + M2 into one Welford pass
         self.phases, self.welford = list(plan.phases), {}
+        self.acc_names: dict[str, str] = {}
         if self.reduction and not self.persistent:
             self.phases, self.welford = fold_welford(plan.phases, self.rnumel)
+
+    def acc_name(self, buf: str) -> str:
+        """``acc0``, ``acc1``... in the order the kernel meets its reductions: names local to the
+        kernel, so two kernels built from the same plan print the same source."""
+        return self.acc_names.setdefault(buf, f"acc{len(self.acc_names)}")
 
     def emit(self, expr, outer: Scope, inner: Scope, mask_inner: str, mask_outer: str) -> str:
         dep = depends_on(expr, self.inner_syms)
@@ -312,7 +318,7 @@ class TritonKernel(Kernel):
                 v = self.emit(expr, outer, shared, mask, "xmask")
                 masked = self.tmp()
                 shared.lines.append(f"{masked} = tl.where({mask}, {v}, {TRITON_INIT[rtype]})")
-                acc = f"acc_{buf}"
+                acc = self.acc_name(buf)
                 shared.lines.append(f"{acc} = {TRITON_REDUCE[rtype].format(masked)}")
                 self.accs[buf] = acc
             for buf, index, expr, _ in phase.stores:
@@ -328,7 +334,7 @@ class TritonKernel(Kernel):
             if buf in by_total:
                 self.welford_update(by_total[buf], outer, inner, mask)
                 continue
-            acc = f"acc_{buf}"
+            acc = self.acc_name(buf)
             outer.lines.append(f"{acc}_tile = tl.full([XBLOCK, RBLOCK], {TRITON_INIT[rtype]}, {TL_DTYPE[dtype]})")
             v = self.emit(expr, outer, inner, mask, "xmask")
             inner.lines.append(
@@ -345,12 +351,13 @@ class TritonKernel(Kernel):
             if buf in by_total:
                 self.welford_finish(by_total[buf], outer)
                 continue
-            outer.lines.append(f"acc_{buf} = {TRITON_REDUCE[rtype].format(f'acc_{buf}_tile')}")
-            self.accs[buf] = f"acc_{buf}"
+            acc = self.acc_name(buf)
+            outer.lines.append(f"{acc} = {TRITON_REDUCE[rtype].format(acc + '_tile')}")
+            self.accs[buf] = acc
 
     def welford_update(self, w: WelfordPair, outer: Scope, inner: Scope, mask: str) -> None:
         """Per lane, fold one more element into its running (mean, M2, count) (``welford_reduce``)."""
-        t, tile = TL_DTYPE[w.dtype], f"wf_{w.total}"
+        t, tile = TL_DTYPE[w.dtype], "wf_" + self.acc_name(w.total)
         for part in ("mean", "m2", "n"):
             outer.lines.append(f"{tile}_{part} = tl.zeros([XBLOCK, RBLOCK], {t})")
         v = self.emit(w.value, outer, inner, mask, "xmask")
@@ -366,15 +373,16 @@ class TritonKernel(Kernel):
 
     def welford_finish(self, w: WelfordPair, outer: Scope) -> None:
         """Merge the lanes of each row; the sum, M2 and the mean the later phases read become visible."""
-        tile, mean = f"wf_{w.total}", f"mean_{w.total}"
+        total, m2 = self.acc_name(w.total), self.acc_name(w.m2)
+        tile, mean = f"wf_{total}", f"mean_{total}"
         outer.lines += [
-            f"{mean}, acc_{w.m2}, {tile}_count = tl.reduce(({tile}_mean, {tile}_m2, {tile}_n), 1, welford_combine)",
+            f"{mean}, {m2}, {tile}_count = tl.reduce(({tile}_mean, {tile}_m2, {tile}_n), 1, welford_combine)",
             f"{mean} = {mean}[:, None]",
-            f"acc_{w.m2} = acc_{w.m2}[:, None]",
-            f"acc_{w.total} = {mean} * {w.mean.args[1].value}",  # the sum itself, for any other reader
+            f"{m2} = {m2}[:, None]",
+            f"{total} = {mean} * {w.mean.args[1].value}",  # the sum itself, for any other reader
         ]
         outer.cse[w.mean] = mean  # later phases spell the mean as sum / n: read the running mean
-        self.accs[w.total], self.accs[w.m2] = f"acc_{w.total}", f"acc_{w.m2}"
+        self.accs[w.total], self.accs[w.m2] = total, m2
 
     def xblock(self) -> int:
         """Inductor's heuristics pick this per launch; one fixed rule here."""
@@ -404,12 +412,23 @@ def module_source(kernels, persistent_rnumel: int | None = None) -> str:
     persistent_rnumel = persistent_rnumel or PERSISTENT_RNUMEL
     parts = ["import triton", "import triton.language as tl", ""]
     body = []
+    first_with: dict[str, str] = {}  # kernel source with its name blanked -> the first kernel that had it
     for k in kernels:
         tk = TritonKernel(k.name, k.plan, persistent_rnumel)
-        body += [tk.source(), "", tk.launcher(), ""]
+        src = tk.source()
+        same = first_with.setdefault(canonical_source(src, k.name), k.name)
+        if same != k.name:  # a repeated block (12 identical layers): one function, compiled once
+            src = f"{k.name} = {same}  # the same kernel as {same}"
+        body += [src, "", tk.launcher(), ""]
         if tk.welford and WELFORD_COMBINE not in parts:
             parts += [WELFORD_COMBINE]
     return "\n".join(parts + body)
+
+
+def canonical_source(source: str, name: str) -> str:
+    """A kernel's source with its own name blanked: two kernels that differ only by name are one
+    kernel (Inductor's ``src_to_kernel`` reuse; its code cache keys kernels by a hash of this text)."""
+    return source.replace(f"def {name}(", "def KERNEL(", 1)
 
 
 def build(kernels, graph, persistent_rnumel: int | None = None):
@@ -439,6 +458,7 @@ def build(kernels, graph, persistent_rnumel: int | None = None):
         }
         launch.constexprs = {"XBLOCK": tk.xblock(), "RBLOCK": tk.rblock}
         launch.num_warps = tk.num_warps()
+        launch.int_args = {"xnumel": tk.xnumel, "rnumel": tk.rnumel}  # the JIT specialises on their values
         fns[k.name] = launch
     return source, fns, False
 
