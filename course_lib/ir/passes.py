@@ -202,6 +202,49 @@ def lvn(fn: Function) -> Function:
     return new
 
 
+# Sample operand pairs for deciding commutativity by running the interpreter's own operations.
+_SAMPLES = [(3, 5), (-2, 7), (0, 4), (9, -9), (6, 2), (1.5, -0.25)]
+
+
+def semantically_commutative() -> frozenset:
+    """Binary ops whose interpreter function gives f(a, b) == f(b, a) on every sample pair."""
+    def same(f, a, b):
+        try:
+            return f(a, b) == f(b, a)
+        except ZeroDivisionError:
+            return False
+
+    return frozenset(op for op, f in BINARY.items() if all(same(f, a, b) for a, b in _SAMPLES))
+
+
+def redundant_pairs(block) -> dict:
+    """An oracle for local value numbering, written without ``expr_key`` or a hash table: compare
+    every pure Op with each earlier one (O(n^2)) for the same op, type and operands (in either
+    order when the interpreter says the op is commutative). ``{later dest: first dest}``."""
+    comm = semantically_commutative()
+    ops = [i for i in block.instrs if isinstance(i, Op) and i.op != "copy"]
+    out: dict = {}
+    for n, later in enumerate(ops):
+        args = [str(a) for a in later.args]
+        for first in ops[:n]:
+            if first.dest in out or (first.op, first.type) != (later.op, later.type):
+                continue
+            other = [str(a) for a in first.args]
+            if other == args or (later.op in comm and sorted(other) == sorted(args)):
+                out[later.dest] = first.dest
+                break
+    return out
+
+
+def apply_value_numbers(fn: Function, numbers: dict) -> Function:
+    """``fn`` with each redundant definition ``d`` (a key of ``numbers``) turned into ``d = copy e``."""
+    new = fn.copy()
+    for b in new.blocks:
+        b.instrs = [Op(i.dest, i.type, "copy", [numbers[i.dest]]) if getattr(i, "dest", None) in numbers else i
+                    for i in b.instrs]  # fmt: skip
+    return new
+
+
 def cse(fn: Function) -> Function:
     """Dominator-scoped value numbering (LLVM's EarlyCSE): an expression computed in a
     dominating block is reused instead of recomputed."""

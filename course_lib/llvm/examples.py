@@ -189,3 +189,66 @@ def with_optnone(text: str) -> str:
 
     marked = re.sub(r"^(define [^{]*)\{", r"\1#0 {", text, flags=re.M)
     return marked + "\nattributes #0 = { noinline optnone }\n"
+
+
+# 02b's plugin exercise: which udivs may become lshr? Powers of two (as unsigned numbers of the
+# operation's width, so i32 -2147483648 is 2**31), not 3 or 12, not sdiv, not urem, not a
+# variable divisor, not a constant dividend. Each function is (i64, i64) -> i64 for the JIT.
+UDIV_FUNCTIONS = """\
+define i64 @by_eight(i64 %x, i64 %y) {
+entry:
+  %q = udiv i64 %x, 8
+  ret i64 %q
+}
+
+define i64 @mixed(i64 %x, i64 %y) {
+entry:
+  %a = udiv i64 %x, 16
+  %b = udiv i64 %y, 3
+  %c = sdiv i64 %x, 4
+  %d = urem i64 %y, 8
+  %e = udiv exact i64 %a, 1
+  %s1 = add i64 %a, %b
+  %s2 = add i64 %s1, %c
+  %s3 = add i64 %s2, %d
+  %s4 = add i64 %s3, %e
+  ret i64 %s4
+}
+
+define i64 @not_constant(i64 %x, i64 %y) {
+entry:
+  %m = and i64 %y, 7
+  %d = add i64 %m, 1
+  %q = udiv i64 %x, %d
+  %r = udiv i64 64, %d
+  %s = add i64 %q, %r
+  ret i64 %s
+}
+
+define i64 @narrow(i64 %x, i64 %y) {
+entry:
+  %t = trunc i64 %x to i32
+  %a = udiv i32 %t, -2147483648
+  %b = udiv i32 %t, 12
+  %c = udiv i32 %t, 1024
+  %s = add i32 %a, %b
+  %s2 = add i32 %s, %c
+  %r = zext i32 %s2 to i64
+  ret i64 %r
+}
+
+define i64 @in_a_loop(i64 %x, i64 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %i.next, %loop ]
+  %acc = phi i64 [ %x, %entry ], [ %acc.next, %loop ]
+  %h = udiv i64 %acc, 2
+  %acc.next = add i64 %h, %i
+  %i.next = add i64 %i, 1
+  %done = icmp uge i64 %i.next, 5
+  br i1 %done, label %exit, label %loop
+exit:
+  ret i64 %acc.next
+}
+"""

@@ -70,24 +70,31 @@ def missing() -> str | None:
     return None
 
 
-def build() -> Path:
-    """Compile MulToShl.cpp into a shared object for the installed ``opt`` (cached by source and flags)."""
+def build(source: str | None = None) -> Path:
+    """Compile a plugin's C++ (MulToShl.cpp by default) into a shared object for the installed
+    ``opt`` (cached by source and flags). A compile error raises ValueError with the compiler's
+    first error line, so a learner's plugin fails with a message, not a traceback."""
     why = missing()
     if why:
         raise RuntimeError(why)
     opt = tools.find("opt")
     config, cxx = _llvm_config(opt.major), _compiler(opt.major)
     cxxflags = subprocess.run([config, "--cxxflags"], capture_output=True, text=True, check=True).stdout.split()
-    src = source_path()
-    key = env.artefact_key(src.read_text(), cxxflags, cxx, opt.version)
+    text = source_path().read_text() if source is None else source
+    key = env.artefact_key(text, cxxflags, cxx, opt.version)
 
     def compile_to(out: Path) -> None:
+        src = out.with_suffix(".cpp")
+        src.write_text(text)
         cmd = [cxx, "-shared", "-fPIC", "-O1", *cxxflags, str(src), "-o", str(out)]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
-            raise RuntimeError(f"building the pass plugin failed:\n{' '.join(cmd)}\n{done.stderr[-2000:]}")
+            errors = [ln for ln in done.stderr.splitlines() if "error" in ln]
+            first = errors[0].split(".cpp:", 1)[-1] if errors else done.stderr.strip()[-500:]
+            raise ValueError(f"the plugin does not compile: {first}")
 
-    return env.artefact("llvm_plugin", f"MulToShl-{key}.so", compile_to)
+    name = "MulToShl" if source is None else "Plugin"
+    return env.artefact("llvm_plugin", f"{name}-{key}.so", compile_to)
 
 
 @dataclasses.dataclass
@@ -97,14 +104,88 @@ class PluginRun:
     command: str
 
 
-def run(ir_text: str) -> PluginRun:
-    """``opt -load-pass-plugin=<built .so> -passes=mul-to-shl -S`` on ``ir_text``."""
-    lib = build()
+def run(ir_text: str, source: str | None = None, pass_name: str = PASS_NAME) -> PluginRun:
+    """``opt -load-pass-plugin=<built .so> -passes=<pass_name> -S`` on ``ir_text``.
+
+    ``source``: another plugin's C++ (default MulToShl.cpp); its pass reports on stderr, one line per
+    function, ``<pass_name>: <function>: <n> rewritten``."""
+    lib = build(source)
     opt = tools.find("opt")
-    cmd = [opt.path, *opt.flags, f"-load-pass-plugin={lib}", f"-passes={PASS_NAME}", "-S", "-o", "-", "-"]
+    cmd = [opt.path, *opt.flags, f"-load-pass-plugin={lib}", f"-passes={pass_name}", "-S", "-o", "-", "-"]
     done = subprocess.run(cmd, input=tools.downgrade_ir(ir_text), capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
-        raise ValueError(f"opt rejected the module: {tools.first_error(done.stderr)}")
-    counts = {m[1]: int(m[2]) for m in re.finditer(r"mul-to-shl: (\S+): (\d+) rewritten", done.stderr)}
-    shown = f"opt -load-pass-plugin={lib.name} -passes={PASS_NAME} -S"
+        raise ValueError(f"opt failed with the plugin: {tools.first_error(done.stderr)}")
+    report = re.compile(re.escape(pass_name) + r": (\S+): (\d+) rewritten")
+    counts = {m[1]: int(m[2]) for m in report.finditer(done.stderr)}
+    shown = f"opt -load-pass-plugin={lib.name} -passes={pass_name} -S"
     return PluginRun(done.stdout, counts, shown)
+
+
+# ----------------------------------------------------------------------------- the exercise's plugin
+UDIV_PASS = "udiv-to-lshr"
+
+UDIV_TEMPLATE = """// UDivToLShr: `udiv x, 2^k` -> `lshr x, k`. The body of run() is the learner's (02b).
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/InstIterator.h"
+#include "llvm/IR/Instructions.h"
+#include "llvm/IR/PassManager.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Passes/PassPlugin.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+
+namespace {
+struct UDivToLShr : PassInfoMixin<UDivToLShr> {
+  PreservedAnalyses run(Function &F, FunctionAnalysisManager &) {
+    unsigned Rewritten = 0;  // count every udiv you replace
+    // ---- begin learner code
+@BODY@
+    // ---- end learner code
+    errs() << "udiv-to-lshr: " << F.getName() << ": " << Rewritten << " rewritten\\n";
+    if (Rewritten == 0)
+      return PreservedAnalyses::all();
+    PreservedAnalyses PA;
+    PA.preserveSet<CFGAnalyses>();
+    return PA;
+  }
+};
+}  // namespace
+
+extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo llvmGetPassPluginInfo() {
+  return {LLVM_PLUGIN_API_VERSION, "UDivToLShr", "1.0", [](PassBuilder &PB) {
+            PB.registerPipelineParsingCallback(
+                [](StringRef Name, FunctionPassManager &FPM, ArrayRef<PassBuilder::PipelineElement>) {
+                  if (Name != "udiv-to-lshr")
+                    return false;
+                  FPM.addPass(UDivToLShr());
+                  return true;
+                });
+          }};
+}
+"""
+
+
+def udiv_plugin_source(body: str) -> str:
+    """The UDivToLShr plugin with ``body`` (C++ statements) as the inside of its ``run``."""
+    if not isinstance(body, str) or not body.strip():
+        raise ValueError("the body of run() must be a non-empty string of C++ statements")
+    return UDIV_TEMPLATE.replace("@BODY@", body)
+
+
+def udiv_power_of_two_count(ir_text: str) -> dict[str, int]:
+    """Oracle (no LLVM): per function, the ``udiv``s whose divisor is a constant power of two,
+    read as an unsigned number of the operation's width."""
+    out: dict[str, int] = {}
+    fn = None
+    for line in ir_text.splitlines():
+        head = re.match(r"define .*@([\w.]+)\(", line)
+        if head:
+            fn = head[1]
+            out[fn] = 0
+            continue
+        m = re.search(r"= udiv (?:exact )?i(\d+) [^,]+, (-?\d+)\s*$", line)
+        if m and fn is not None:
+            value = int(m[2]) % (1 << int(m[1]))
+            out[fn] += value > 0 and value & (value - 1) == 0
+    return out
