@@ -151,3 +151,42 @@ def compare(name: str, backend="course_lib", device: str = "cpu") -> Comparison:
         if err > worst:
             worst, worst_name = err, n
     return Comparison(name, out_err, _rel(loss_c, loss_e), worst, worst_name, len(grads), (t1 - t0) - (t2 - t1))
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def step_seconds(name: str, backend=None, device: str = "cpu", iters: int = 20, warmup: int = 3) -> dict:
+    """Time one training step (forward, loss, backward) of a model, eager (``backend=None``) or
+    compiled: ``{"compile_s": first call, "step_ms": median of `iters` timed steps}``.
+
+    Each timed step is bracketed by ``torch.cuda.synchronize()`` on a GPU (the kernels are
+    asynchronous), so a step's time covers its whole forward and backward. Gradients are reset
+    to None between steps, the same for every backend.
+    """
+    import statistics
+    import time
+
+    from course_lib import compat
+
+    compat.dynamo_reset()
+    model, inputs = build(name)
+    model = model.to(device).train()
+    inputs = {k: v.to(device) for k, v in inputs.items()}
+    run = model if backend is None else torch.compile(model, backend=backend)
+
+    def step() -> float:
+        model.zero_grad(set_to_none=True)
+        _sync(device)
+        t0 = time.perf_counter()
+        loss_of(run(**inputs)).backward()
+        _sync(device)
+        return time.perf_counter() - t0
+
+    first = step()
+    for _ in range(warmup):
+        step()
+    times = [step() for _ in range(iters)]
+    return {"compile_s": round(first, 3), "step_ms": round(1e3 * statistics.median(times), 4)}
