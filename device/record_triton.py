@@ -69,16 +69,38 @@ def _tflops(flops: float, us: float) -> float:
     return flops / us / 1e6
 
 
-def _bench_all(bench, torch, fn) -> dict:
-    """do_bench (CUDA events, L2 flushed) and, as a cross-check without launch gaps, CUDA-graph replay."""
+def interleaved(bench, fns: dict, rounds: int = 5) -> dict:
+    """Median time (us) of each function over ``rounds`` round-robin do_bench runs.
+
+    The H200's clock drifts under a long matmul load (power), so a table of rungs timed one after
+    the other compares clocks as much as kernels; taking turns spreads the drift over every rung.
+    A CUDA-graph replay (no launch gaps) of each is kept beside it as a cross-check."""
+    import statistics
+
     import triton
 
-    res = {"us": 1000 * bench(fn)}
-    try:
-        res["us_cudagraph"] = 1000 * triton.testing.do_bench_cudagraph(fn)
-    except Exception as exc:  # noqa: BLE001
-        res["cudagraph_error"] = type(exc).__name__
-    return res
+    runs: dict = {k: [] for k in fns}
+    errors: dict = {}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            if name in errors:
+                continue
+            try:
+                runs[name].append(1000 * bench(fn, warmup=10, rep=40))
+            except Exception as exc:  # noqa: BLE001
+                errors[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:150] if str(exc) else ''}"
+    out = {}
+    for name, fn in fns.items():
+        if name in errors:
+            out[name] = {"error": errors[name]}
+            continue
+        r = {"us": statistics.median(runs[name]), "us_runs": runs[name]}
+        try:
+            r["us_cudagraph"] = 1000 * triton.testing.do_bench_cudagraph(fn)
+        except Exception as exc:  # noqa: BLE001
+            r["cudagraph_error"] = type(exc).__name__
+        out[name] = r
+    return out
 
 
 def device_limits(torch, triton) -> dict:
@@ -123,7 +145,7 @@ def measure_matmul(K, tune, torch, triton, res: dict) -> None:
     limits = device_limits(torch, triton)
     res["limits"] = limits
     sms = limits["sms"]
-    space = []
+    space, launched = [], {}
     for cfg in tune.TMA_CONFIGS:
         bm, bn, bk, w, s = cfg
         row = {"config": list(cfg), "name": tune.config_name(cfg), "num_warps": w, "num_stages": s}
@@ -151,17 +173,27 @@ def measure_matmul(K, tune, torch, triton, res: dict) -> None:
             row["compile_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
             space.append(row)
             continue
+
+        def run(bm=bm, bn=bn, bk=bk, w=w, s=s):
+            return K.matmul_persistent(A, B, bm, bn, bk, 8, programs=sms, num_warps=w, num_stages=s)
+
         try:
-            got = K.matmul_persistent(A, B, bm, bn, bk, 8, programs=sms, num_warps=w, num_stages=s)
-            row["max_abs_error"] = (got.float() - ref).abs().max().item()
-            row["time_us"] = 1000 * bench(lambda: K.matmul_persistent(A, B, bm, bn, bk, 8, programs=sms,
-                                                                      num_warps=w, num_stages=s))  # fmt: skip
-            row["tflops"] = _tflops(flops, row["time_us"])
+            row["max_abs_error"] = (run().float() - ref).abs().max().item()
+            launched[row["name"]] = run
+            r = compat.triton_kernel_resources(compiled)  # Triton's own view, once the module is loaded
+            row["triton_n_regs"], row["triton_n_spills"] = r["registers"], r["spills"]
         except Exception as exc:  # noqa: BLE001  (OutOfResources: the point of pruning)
             row["time_us"] = None
             row["launch_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-        print("tma", row)
         space.append(row)
+    timed = interleaved(bench, launched, rounds=3)
+    for row in space:
+        if row["name"] in timed:
+            row.update({k: v for k, v in timed[row["name"]].items() if k != "us"})
+            row["time_us"] = timed[row["name"]].get("us")
+            if row["time_us"]:
+                row["tflops"] = _tflops(flops, row["time_us"])
+        print("tma", {k: v for k, v in row.items() if k != "us_runs"})
     res["autotune"] = {"shape": [M, N, Kd], "dtype": "bfloat16", "configs": space, "limits": limits,
                        "torch_us": torch_us}  # fmt: skip
     timed = [r for r in space if r.get("time_us")]
@@ -172,64 +204,32 @@ def measure_matmul(K, tune, torch, triton, res: dict) -> None:
     def persistent(group_m=8, **kw):
         return lambda: K.matmul_persistent(A, B, bm, bn, bk, group_m, num_warps=w, num_stages=s, **kw)
 
-    ladder = []
-
-    def rung(step, kernel, config, fn):
-        try:
-            r = _bench_all(bench, torch, fn)
-        except Exception as exc:  # noqa: BLE001
-            print("rung failed:", step, type(exc).__name__, str(exc)[:200])
-            ladder.append({"step": step, "kernel": kernel, "config": config, "error": type(exc).__name__})
-            return
-        r.update(
-            step=step,
-            kernel=kernel,
-            config=config,
-            tflops=_tflops(flops, r["us"]),
-            fraction_of_cublas=torch_us / r["us"],
-            fraction_of_peak=_tflops(flops, r["us"]) / PEAK_BF16_TFLOPS,
-        )
-        print("rung", r)
-        ladder.append(r)
-
     sb = tuple(int(v) for v in simple_best.replace("/w", "x").replace("/s", "x").split("x"))
-    rung(
-        "tiles, row-major program order",
-        "matmul_kernel",
-        simple_best + " GROUP_M=1",
-        lambda: K.matmul(A, B, sb[0], sb[1], sb[2], 1, num_warps=sb[3], num_stages=sb[4]),
-    )
-    rung(
-        "tiles, grouped order (GROUP_M=8)",
-        "matmul_kernel",
-        simple_best,
-        lambda: K.matmul(A, B, sb[0], sb[1], sb[2], 8, num_warps=sb[3], num_stages=sb[4]),
-    )
-    rung(
-        "TMA descriptors, one program per tile",
-        "matmul_tma_persistent_kernel",
-        best["name"] + f" programs={tiles}",
-        persistent(programs=tiles),
-    )
-    rung(
-        "TMA + persistent, row-major order",
-        "matmul_tma_persistent_kernel",
-        best["name"] + f" programs={sms} GROUP_M=1",
-        persistent(programs=sms, group_m=1),
-    )
-    rung(
-        "TMA + persistent + grouped order",
-        "matmul_tma_persistent_kernel",
-        best["name"] + f" programs={sms}",
-        persistent(programs=sms),
-    )
-    rung(
-        "... + warp specialisation",
-        "matmul_tma_persistent_kernel",
-        best["name"] + " warp_specialize=True",
-        persistent(programs=sms, warp_specialize=True),
-    )
-    rung("cuBLAS (torch.matmul)", "torch.matmul", "", lambda: torch.matmul(A, B))
+    steps = [  # (step, kernel, config, fn)
+        ("tiles, row-major program order", "matmul_kernel", simple_best + " GROUP_M=1",
+         lambda: K.matmul(A, B, sb[0], sb[1], sb[2], 1, num_warps=sb[3], num_stages=sb[4])),
+        ("tiles, grouped order (GROUP_M=8)", "matmul_kernel", simple_best,
+         lambda: K.matmul(A, B, sb[0], sb[1], sb[2], 8, num_warps=sb[3], num_stages=sb[4])),
+        ("TMA descriptors, one program per tile", "matmul_tma_persistent_kernel", best["name"] + f" programs={tiles}",
+         persistent(programs=tiles)),
+        ("TMA + persistent, row-major order", "matmul_tma_persistent_kernel",
+         best["name"] + f" programs={sms} GROUP_M=1", persistent(programs=sms, group_m=1)),
+        ("TMA + persistent + grouped order", "matmul_tma_persistent_kernel", best["name"] + f" programs={sms}",
+         persistent(programs=sms)),
+        ("... + warp specialisation", "matmul_tma_persistent_kernel", best["name"] + " warp_specialize=True",
+         persistent(programs=sms, warp_specialize=True)),
+        ("cuBLAS (torch.matmul)", "torch.matmul", "", lambda: torch.matmul(A, B)),
+    ]  # fmt: skip
+    timed = interleaved(bench, {st[0]: st[3] for st in steps})
+    torch_us = timed["cuBLAS (torch.matmul)"]["us"]
+    ladder = []
+    for step, kernel, config, _ in steps:
+        r = {"step": step, "kernel": kernel, "config": config, **timed[step]}
+        if "us" in r:
+            r.update(tflops=_tflops(flops, r["us"]), fraction_of_cublas=torch_us / r["us"],
+                     fraction_of_peak=_tflops(flops, r["us"]) / PEAK_BF16_TFLOPS)  # fmt: skip
+        print("rung", {k: v for k, v in r.items() if k != "us_runs"})
+        ladder.append(r)
     res["matmul_ladder"] = ladder
     ok_rungs = [r for r in ladder if "us" in r and r["kernel"] != "torch.matmul"]
     top = min(ok_rungs, key=lambda r: r["us"])
@@ -245,6 +245,21 @@ def measure_matmul(K, tune, torch, triton, res: dict) -> None:
         "tiled_kernel_config": simple_best,
     }
     del A, B, ref
+    # grouped order at a size where B (8192 x 8192 bf16 = 128 MiB) does not fit the 60 MB L2
+    M2 = 8192
+    A = torch.randn(M2, M2, device="cuda", dtype=torch.bfloat16)
+    B = torch.randn(M2, M2, device="cuda", dtype=torch.bfloat16)
+    big = interleaved(bench, {
+        "TMA + persistent, row-major order": persistent(programs=sms, group_m=1),
+        "TMA + persistent + grouped order": persistent(programs=sms),
+        "cuBLAS (torch.matmul)": lambda: torch.matmul(A, B),
+    }, rounds=3)  # fmt: skip
+    for r in big.values():
+        if "us" in r:
+            r["tflops"] = _tflops(2 * M2**3, r["us"])
+    res["matmul_8192"] = {"shape": [M2, M2, M2], "config": best["name"], "rows": big}
+    print("8192:", {k: round(v.get("tflops", 0)) for k, v in big.items()})
+    del A, B
 
 
 def measure_attention(K, torch, triton, res: dict) -> None:
@@ -254,71 +269,63 @@ def measure_attention(K, torch, triton, res: dict) -> None:
     q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.float16) for _ in range(3))
     sdpa = 1000 * bench(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v))
     ref = torch.nn.functional.scaled_dot_product_attention(q, k, v)
-    rows = []
+    rows, fns = [], {}
     for kind, configs in (("tiled", ((128, 64, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3), (128, 128, 8, 2))),
                           ("tma", ((128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3),
-                                   (128, 64, 4, 4), (128, 128, 4, 3), (64, 64, 4, 4)))):  # fmt: skip
+                                   (128, 64, 4, 4), (128, 128, 4, 2), (128, 128, 4, 3), (128, 128, 4, 4),
+                                   (64, 64, 4, 4)))):  # fmt: skip
         for bm, bn, w, st in configs:
-            fn = (lambda: K.flash_attention(q, k, v, bm, bn, num_warps=w, num_stages=st)) if kind == "tiled" else \
-                 (lambda: K.flash_attention_tma(q, k, v, bm, bn, num_warps=w, num_stages=st))  # fmt: skip
+            if kind == "tiled":
+
+                def fn(bm=bm, bn=bn, w=w, st=st):
+                    return K.flash_attention(q, k, v, bm, bn, num_warps=w, num_stages=st)
+            else:
+
+                def fn(bm=bm, bn=bn, w=w, st=st):
+                    return K.flash_attention_tma(q, k, v, bm, bn, num_warps=w, num_stages=st)
+
             row = {"kernel": kind, "config": f"{bm}x{bn}/w{w}/s{st}"}
             try:
                 row["max_abs_error"] = (fn() - ref).abs().max().item()
-                row["us"] = 1000 * bench(fn)
-                row["tflops"] = _tflops(flops, row["us"])
+                fns[f"{kind} {row['config']}"] = fn
             except Exception as exc:  # noqa: BLE001
                 row["error"] = f"{type(exc).__name__}: {str(exc)[:150]}"
-            print("attention", row)
             rows.append(row)
+    timed = interleaved(bench, fns, rounds=3)
+    for row in rows:
+        t = timed.get(f"{row['kernel']} {row['config']}", {})
+        if "us" in t:
+            row.update(us=t["us"], us_runs=t["us_runs"], tflops=_tflops(flops, t["us"]))
+        print("attention", {k: v for k, v in row.items() if k != "us_runs"})
     tiled = min((r for r in rows if r["kernel"] == "tiled" and "us" in r), key=lambda r: r["us"])
     tma = min((r for r in rows if r["kernel"] == "tma" and "us" in r), key=lambda r: r["us"])
     bm, bn, w, st = (int(x) for x in tma["config"].replace("/w", "x").replace("/s", "x").split("x"))
-    ladder = []
-
-    def rung(step, config, fn, fl=flops, ref_us=sdpa):
-        try:
-            r = _bench_all(bench, torch, fn)
-        except Exception as exc:  # noqa: BLE001
-            ladder.append({"step": step, "config": config, "error": type(exc).__name__})
-            print("rung failed", step, exc)
-            return
-        r.update(step=step, config=config, tflops=_tflops(fl, r["us"]), fraction_of_sdpa=ref_us / r["us"],
-                 fraction_of_peak=_tflops(fl, r["us"]) / PEAK_BF16_TFLOPS)  # fmt: skip
-        print("rung", r)
-        ladder.append(r)
-
     tb = [int(x) for x in tiled["config"].replace("/w", "x").replace("/s", "x").split("x")]
-    rung(
-        "tiles, exp, pointer loads",
-        tiled["config"],
-        lambda: K.flash_attention(q, k, v, tb[0], tb[1], num_warps=tb[2], num_stages=tb[3]),
-    )
-    rung(
-        "TMA, exp2 with folded scale, unmasked loop",
-        tma["config"],
-        lambda: K.flash_attention_tma(q, k, v, bm, bn, num_warps=w, num_stages=st),
-    )
-    rung(
-        "... + warp specialisation",
-        tma["config"] + " warp_specialize=True",
-        lambda: K.flash_attention_tma(q, k, v, bm, bn, warp_specialize=True, num_warps=w, num_stages=st),
-    )
-    rung("SDPA (torch)", "", lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v))
-    causal_sdpa = 1000 * bench(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True))
-    rung(
-        "causal: TMA, two-stage loop",
-        tma["config"] + " causal",
-        lambda: K.flash_attention_tma(q, k, v, bm, bn, causal=True, num_warps=w, num_stages=st),
-        fl=flops / 2,
-        ref_us=causal_sdpa,
-    )
-    rung(
-        "causal: SDPA (torch)",
-        "is_causal=True",
-        lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
-        fl=flops / 2,
-        ref_us=causal_sdpa,
-    )
+    sdpa_fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v)  # noqa: E731
+    causal_fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
+    steps = [  # (step, config, fn, causal)
+        ("tiles, exp, pointer loads", tiled["config"],
+         lambda: K.flash_attention(q, k, v, tb[0], tb[1], num_warps=tb[2], num_stages=tb[3]), False),
+        ("TMA, exp2 with folded scale, unmasked loop", tma["config"],
+         lambda: K.flash_attention_tma(q, k, v, bm, bn, num_warps=w, num_stages=st), False),
+        ("... + warp specialisation", tma["config"] + " warp_specialize=True",
+         lambda: K.flash_attention_tma(q, k, v, bm, bn, warp_specialize=True, num_warps=w, num_stages=st), False),
+        ("SDPA (torch)", "", sdpa_fn, False),
+        ("causal: TMA, two-stage loop", tma["config"] + " causal",
+         lambda: K.flash_attention_tma(q, k, v, bm, bn, causal=True, num_warps=w, num_stages=st), True),
+        ("causal: SDPA (torch)", "is_causal=True", causal_fn, True),
+    ]  # fmt: skip
+    timed = interleaved(bench, {st_[0]: st_[2] for st_ in steps})
+    sdpa, causal_sdpa = timed["SDPA (torch)"]["us"], timed["causal: SDPA (torch)"]["us"]
+    ladder = []
+    for step, config, _, causal in steps:
+        r = {"step": step, "config": config, **timed[step]}
+        if "us" in r:
+            fl, ref_us = (flops / 2, causal_sdpa) if causal else (flops, sdpa)
+            r.update(tflops=_tflops(fl, r["us"]), fraction_of_sdpa=ref_us / r["us"],
+                     fraction_of_peak=_tflops(fl, r["us"]) / PEAK_BF16_TFLOPS)  # fmt: skip
+        print("rung", {k: v for k, v in r.items() if k != "us_runs"})
+        ladder.append(r)
     res["attention_configs"] = rows
     res["attention_ladder"] = ladder
     best = min((r for r in ladder if "us" in r and not r["step"].startswith(("SDPA", "causal"))), key=lambda r: r["us"])

@@ -413,13 +413,14 @@ def disassemble(cubin: bytes) -> str:
         return _run_tool("cuobjdump", ["-sass"], cubin)
 
 
-_RES = re.compile(r"REG:(\d+).*?LOCAL:(\d+)")
+_RES = re.compile(r"REG:(\d+)\s+STACK:(\d+).*?LOCAL:(\d+)")
 
 
 def resource_usage(cubin: bytes) -> tuple[int | None, int | None]:
-    """(registers per thread, bytes of local memory = spills) from ``cuobjdump -res-usage``."""
+    """(registers per thread, spill bytes) from ``cuobjdump -res-usage``. ptxas spills to the
+    per-thread stack frame (``STACK``); ``LOCAL`` counts other local arrays. Both live in local memory."""
     m = _RES.search(_run_tool("cuobjdump", ["-res-usage"], cubin))
-    return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+    return (int(m.group(1)), int(m.group(2)) + int(m.group(3))) if m else (None, None)
 
 
 def _amd_registers(amdgcn: str) -> tuple[int | None, int | None]:
