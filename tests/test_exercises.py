@@ -23,38 +23,6 @@ def _not_strict(monkeypatch):
 # ----------------------------------------------------------------------------- 01a: dominators on random CFGs
 
 
-def chk_idoms(fn):
-    """The notebook's solution (Cooper-Harvey-Kennedy)."""
-    from course_lib.ir import cfg
-
-    rpo = cfg.reverse_postorder(fn)
-    order = {b: k for k, b in enumerate(rpo)}
-    preds = fn.preds()
-    idom = {fn.entry: fn.entry}
-
-    def intersect(a, b):
-        while a != b:
-            while order[a] > order[b]:
-                a = idom[a]
-            while order[b] > order[a]:
-                b = idom[b]
-        return a
-
-    changed = True
-    while changed:
-        changed = False
-        for b in rpo[1:]:
-            done = [p for p in preds[b] if p in idom]
-            new = done[0]
-            for p in done[1:]:
-                new = intersect(p, new)
-            if idom.get(b) != new:
-                idom[b] = new
-                changed = True
-    idom[fn.entry] = None
-    return idom
-
-
 def first_pred_idoms(fn):
     """Wrong: idom = the first predecessor. Right on straight-line code and on some CFGs."""
     from course_lib.ir import cfg
@@ -70,7 +38,9 @@ def _run_idoms(answer, guard=("course_lib.ir.cfg:idoms",)):
 
 
 def test_dominators_checked_on_random_cfgs_against_networkx():
-    assert _run_idoms(chk_idoms).passed
+    from course_lib.ir import cfg
+
+    assert _run_idoms(cfg.idoms, guard=()).passed  # the right answer: course_lib's own, unguarded
     r = _run_idoms(first_pred_idoms)
     assert r.status == check.FAILED and "random program" in r.message
 
@@ -97,27 +67,15 @@ def test_calling_the_reference_fails_the_dominator_check():
     assert r.status == check.FAILED and "you called the reference implementation" in r.message
 
 
-def chk_frontier(fn, idom):
-    preds = fn.preds()
-    df = {b: set() for b in idom}
-    for j in idom:
-        ps = [p for p in preds[j] if p in idom]
-        if len(ps) >= 2:
-            for p in ps:
-                runner = p
-                while runner != idom[j]:
-                    df[runner].add(j)
-                    runner = idom[runner]
-    return df
-
-
 def test_dominance_frontiers_on_random_cfgs():
+    from course_lib.ir import cfg
+
     labels, fns = oracles.random_functions(30)
 
-    def run(answer):
+    def run(answer, guard=("course_lib.ir.cfg:dominance_frontiers",)):
         return check.Lab("t").run("df", lambda: [answer(f, oracles.nx_idoms(f)) for f in fns],
                                   expected=lambda: [oracles.nx_frontiers(f) for f in fns], compare=check.per_input(labels),
-                                  guard=["course_lib.ir.cfg:dominance_frontiers"])  # fmt: skip
+                                  guard=guard)  # fmt: skip
 
     def only_preds(fn, idom):  # wrong: adds the join to its predecessors' frontiers only (no walk up)
         df = {b: set() for b in idom}
@@ -129,7 +87,7 @@ def test_dominance_frontiers_on_random_cfgs():
                         df[p].add(j)
         return df
 
-    assert run(chk_frontier).passed
+    assert run(lambda f, idom: cfg.dominance_frontiers(f), guard=()).passed  # the right answer, unguarded
     assert run(only_preds).status == check.FAILED
 
 
@@ -590,3 +548,171 @@ def test_gcc_verdict_prediction_is_checked_by_compiling():
     flipped = {**truth, "early exit": not truth["early exit"]}
     v = run(flipped)
     assert v.status == check.FAILED and repr(truth) not in v.message  # the expected dict is never shown
+
+
+# ----------------------------------------------------------------------------- 04a: random FX graphs (issue 19)
+
+
+def chk_dce(graph):
+    """The notebook's solution: one walk from last to first."""
+    erased = []
+    for node in reversed(graph.nodes):
+        if not node.users and not node.is_impure():
+            erased.append(node.name)
+            graph.erase_node(node)
+    return erased
+
+
+def test_dce_checked_on_random_graphs():
+    from course_lib import fx
+
+    def forward_walk(graph):  # wrong: first to last misses the inputs of nodes erased later
+        erased = []
+        for node in list(graph.nodes):
+            if not node.users and not node.is_impure():
+                erased.append(node.name)
+                graph.erase_node(node)
+        return erased
+
+    def lesson_only(graph):  # wrong: the names erased from the lesson's graph, hard-coded
+        return ["add", "cos"]
+
+    assert oracles.check_dce(chk_dce).ok
+    for wrong in (forward_walk, lesson_only):
+        v = oracles.check_dce(wrong)
+        assert not v.ok and "random graph" in v.message
+    r = check.Lab("t").run("dce", lambda: oracles.check_dce(lambda g: fx.dce(g)), verify=lambda v: v,
+                           guard=["course_lib.fx.passes:dce"])  # fmt: skip
+    assert r.status == check.FAILED and "reference" in r.message
+
+
+def test_fma_rewrite_checked_on_random_graphs():
+    from course_lib import fx
+
+    def solution(graph):
+        return len(fx.replace_pattern(graph, lambda a, b, c: a * b + c, lambda a, b, c: torch.addcmul(c, a, b)))
+
+    def first_match_only(graph):  # wrong: rewrites one match (two_fmas has two, found by eye)
+        pattern = fx.symbolic_trace(lambda a, b, c: a * b + c)
+        matches = fx.find_matches(graph, pattern)
+        return solution(graph) if len(matches) <= 1 else 2
+
+    assert oracles.check_fma_rewrite(solution).ok
+    v = oracles.check_fma_rewrite(first_match_only)
+    assert not v.ok and "random graph" in v.message
+    assert not oracles.check_fma_rewrite(lambda g: 2).ok
+
+
+def test_random_fx_graphs_are_deterministic_and_have_dead_code():
+    g1, g2 = oracles.random_fx_graph(5), oracles.random_fx_graph(5)
+    assert str(g1) == str(g2)
+    assert sum(len(chk_dce(oracles.random_fx_graph(s))) > 0 for s in range(12)) >= 6
+
+
+def test_tensor_guard_probes_know_their_answer():
+    def solution(expected, value):
+        if not isinstance(value, torch.Tensor):
+            return "type"
+        for name, want, got in zip(oracles.GUARD_PROPERTIES, expected,
+                                   (value.dtype, tuple(value.shape), str(value.device), value.requires_grad)):  # fmt: skip
+            if want != got:
+                return name
+        return None
+
+    def shape_before_dtype(expected, value):  # wrong order: right whenever one property changes
+        if isinstance(value, torch.Tensor) and tuple(value.shape) != tuple(expected[1]):
+            return "shape"
+        return solution(expected, value)
+
+    probes = oracles.tensor_guard_probes(40)
+    assert {want for *_, want in probes} == {None, "type", "dtype", "shape", "requires_grad"}
+    assert all(solution(r, v) == want for r, v, want in probes)
+    assert any(shape_before_dtype(r, v) != want for r, v, want in probes)
+
+
+# ----------------------------------------------------------------------------- 04b: many shapes (issue 19)
+
+
+def test_mul_rule_checked_on_random_broadcasts():
+    def grads(rule, sa, sb, gen):
+        a = torch.randn(sa, dtype=torch.float64, generator=gen).requires_grad_()
+        b = torch.randn(sb, dtype=torch.float64, generator=gen).requires_grad_()
+        out = a * b
+        g = torch.randn(out.shape, dtype=torch.float64, generator=gen)
+        want = torch.autograd.grad(out, (a, b), g)
+        got = rule(g, out.detach(), a.detach(), b.detach())
+        return all(w.shape == o.shape and torch.allclose(w, o) for w, o in zip(want, got))
+
+    def solution(g, out, a, b):
+        return sum_to(g * b, a.shape), sum_to(g * a, b.shape)
+
+    def lesson_shapes_only(g, out, a, b):  # wrong: sums dim 0 for b, as (3, 4) * (4,) needs
+        return g * b, (g * a).sum(0)
+
+    pairs = oracles.broadcast_operand_pairs(20, seed=2)
+    assert len({len(a) for a, _ in pairs}) >= 3  # ranks vary
+    assert grads(lesson_shapes_only, (3, 4), (4,), torch.Generator().manual_seed(0))  # fooled on one input
+    gen = torch.Generator().manual_seed(2)
+    assert all(grads(solution, sa, sb, gen) for sa, sb in pairs)
+    gen = torch.Generator().manual_seed(2)
+    assert not all(grads(lesson_shapes_only, sa, sb, gen) for sa, sb in pairs)
+
+
+# ----------------------------------------------------------------------------- 04c: indices, groups, scores (issue 19)
+
+
+def test_inductor_index_exercises_checked_on_random_layouts():
+    import sympy
+
+    from course_lib.inductor import ir, lowering, scheduler
+
+    cases = oracles.index_cases(30)
+    want = [sympy.expand(ir.flat_index(*c)) for c in cases]
+
+    def row_major_only(idx, strides, offset):  # wrong: ignores the strides given (contiguous assumed)
+        return ir.flat_index(idx, [1] * len(idx), offset)
+
+    assert [sympy.expand(row_major_only(*c)) for c in cases] != want
+    assert any(0 in c[1] for c in cases) and any(c[2] for c in cases)  # broadcasts and offsets occur
+
+    def ref_broadcast(out_idx, in_shape, out_shape):
+        v = lowering.TensorValue(tuple(in_shape), "float32", lambda idx: idx)
+        return list(lowering.broadcast_fn(v, out_shape)(out_idx))
+
+    def left_aligned(out_idx, in_shape, out_shape):  # wrong: aligns on the left
+        return [sympy.Integer(0) if s == 1 else out_idx[d] for d, s in enumerate(in_shape)]
+
+    bcases = [([ir.sym(f"i{d}") for d in range(len(out))], inp, out) for inp, out in oracles.broadcast_cases(30, 1)]
+    assert any(left_aligned(*c) != ref_broadcast(*c) for c in bcases)
+
+    def keeps_ones(shape, ranges, is_reduction):  # wrong: forgets to drop size-1 dims
+        return (tuple(shape), tuple(ranges)) if is_reduction else (tuple(shape[:-1]), tuple(shape[-1:]))
+
+    gcases = oracles.group_cases(30)
+    ref = [scheduler.node_group(ir.Buffer("b", "reduction" if c[2] else "pointwise", c[0], "float32",
+                                          reduction_ranges=c[1])) for c in gcases]  # fmt: skip
+    assert [keeps_ones(*c) for c in gcases] != ref
+
+
+def test_fusion_score_checked_on_random_sets():
+    def solution(ra, wa, rb, wb, nbytes):
+        return sum(nbytes[b] for b in (ra | wa) & (rb | wb))
+
+    def reads_only(ra, wa, rb, wb, nbytes):  # wrong: inputs both read, but not what one writes and the other reads
+        return sum(nbytes[b] for b in ra & rb)
+
+    cases = oracles.score_cases(30)
+    want = [oracles.score_reference(c) for c in cases]
+    assert [solution(*c) for c in cases] == want
+    assert [reads_only(*c) for c in cases] != want
+    assert len(set(want)) > 3  # not one repeated value
+
+
+def test_a_guarded_reference_fails_the_index_exercise():
+    from course_lib.inductor import ir
+
+    cases = oracles.index_cases(5)
+    r = check.Lab("t").run("flat index", lambda: [ir.flat_index(*c) for c in cases],
+                           expected=lambda: [ir.flat_index(*c) for c in cases],
+                           guard=["course_lib.inductor.ir:flat_index"])  # fmt: skip
+    assert r.status == check.FAILED and "reference" in r.message

@@ -285,7 +285,63 @@ def check_matmul_kernel(kernel, cases=MATMUL_CASES, device: str = "cpu") -> Verd
     return Verdict(True, f"right and in bounds on {len(cases)} cases (ragged M, N, K; transposed A and B)")
 
 
-# ----------------------------------------------------------------------------- Module 4: FX
+# ----------------------------------------------------------------------------- Module 4: FX, AOT, Inductor
+#
+# Random inputs for Module 4's exercises. Each generator is seeded and returns plain data, so a
+# failing case names its seed and the learner can rebuild it (``oracles.random_fx_graph(7)``).
+
+_UNARY = ("sin", "relu", "tanh", "neg")  # torch functions (neg: operator.neg), shape-preserving
+_BINARY = ("mul", "add", "sub")  # operator functions
+
+
+def _fx_target(name: str):
+    import operator
+
+    import torch
+
+    return getattr(operator, name) if name in _BINARY or name == "neg" else getattr(torch, name)
+
+
+def random_fx_graph(seed: int, n_ops: int = 9, fma_rate: float = 0.0):
+    """A random straight-line course_lib FX graph: 1-3 inputs, ``n_ops`` pointwise ops, some dead.
+
+    Every value may feed any later op, so some values end up unused (dead code); with
+    ``fma_rate`` > 0 that share of steps emits ``a * b + c`` (the multiply used once, by the add).
+    The output returns the last value and, half the time, one earlier value.
+    """
+    import random
+
+    from course_lib import fx
+
+    rng = random.Random(seed)
+    g = fx.Graph()
+    vals = [g.placeholder(f"x{k}") for k in range(rng.randint(1, 3))]
+    for _ in range(n_ops):
+        if rng.random() < fma_rate:
+            a, b, c = (rng.choice(vals) for _ in range(3))
+            vals.append(g.call_function(_fx_target("add"), (g.call_function(_fx_target("mul"), (a, b)), c)))
+        elif rng.random() < 0.5:
+            vals.append(g.call_function(_fx_target(rng.choice(_UNARY)), (rng.choice(vals),)))
+        else:
+            vals.append(g.call_function(_fx_target(rng.choice(_BINARY)), (rng.choice(vals), rng.choice(vals))))
+    outs = [vals[-1]] + ([rng.choice(vals[:-1])] if rng.random() < 0.5 else [])
+    g.output(tuple(outs) if len(outs) > 1 else outs[0])
+    return g
+
+
+def fx_inputs(graph, seed: int = 0, shape=(3, 4)) -> list:
+    """One random tensor per placeholder of ``graph``."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(*shape, generator=gen) for n in graph.nodes if n.op == "placeholder"]
+
+
+def _same_values(a, b) -> bool:
+    import torch
+
+    a, b = (a if isinstance(a, tuple) else (a,)), (b if isinstance(b, tuple) else (b,))
+    return len(a) == len(b) and all(torch.allclose(x, y, atol=1e-6, equal_nan=True) for x, y in zip(a, b))
 
 
 def _counter_graphs():
@@ -307,29 +363,241 @@ def _counter_graphs():
     return [block, repeated, mixed]
 
 
-def check_call_counter(run_and_count: Callable, x=None) -> Verdict:
-    """``run_and_count(graph, x) -> (result, {target name: calls})`` on three graphs.
+def _node_counts(graph) -> dict[str, int]:
+    from course_lib import fx
+
+    want: dict[str, int] = {}
+    for n in graph.nodes:
+        if n.op == "call_function":
+            want[fx.target_name(n.target)] = want.get(fx.target_name(n.target), 0) + 1
+    return want
+
+
+def check_call_counter(run_and_count: Callable, x=None, random_graphs: int = 8) -> Verdict:
+    """``run_and_count(graph, *inputs) -> (result, {target name: calls})`` on 3 traced and random graphs.
 
     The oracle is the graph itself: a graph without loops runs each ``call_function`` node once,
-    so the counts are the node counts per target.
+    so the counts are the node counts per target; the result must equal the function's (eager).
     """
     import torch
 
     from course_lib import fx
 
     x = torch.randn(3, 3, generator=torch.Generator().manual_seed(0)) if x is None else x
-    for f in _counter_graphs():
-        graph = fx.symbolic_trace(f)
-        want: dict[str, int] = {}
-        for n in graph.nodes:
-            if n.op == "call_function":
-                want[fx.target_name(n.target)] = want.get(fx.target_name(n.target), 0) + 1
-        result, counts = run_and_count(fx.symbolic_trace(f), x)
-        if not torch.allclose(result, f(x)):
-            return Verdict(False, f"on {f.__name__}: the result differs from eager")
+    cases = [(f.__name__, fx.symbolic_trace(f), [x], f(x)) for f in _counter_graphs()]
+    for seed in range(random_graphs):
+        g = random_fx_graph(seed)
+        inputs = fx_inputs(g, seed)
+        cases.append((f"random graph {seed} (oracles.random_fx_graph({seed}))", g, inputs, g(*inputs)))
+    for label, graph, inputs, want_value in cases:
+        want = _node_counts(graph)
+        result, counts = run_and_count(graph, *inputs)
+        if not _same_values(result, want_value):
+            return Verdict(False, f"on {label}: the result differs from running the graph")
         if counts != want:
-            return Verdict(False, f"on {f.__name__}: counts {short_repr(counts)}, but the graph has {short_repr(want)}")
-    return Verdict(True, "results and counts right on 3 graphs")
+            return Verdict(False, f"on {label}: counts {short_repr(counts)}, but the graph has {short_repr(want)}")
+    return Verdict(True, f"results and counts right on {len(cases)} graphs ({random_graphs} random)")
+
+
+def check_dce(dce: Callable, count: int = 12, functions: tuple = ()) -> Verdict:
+    """``dce(graph) -> erased names`` on ``functions`` (traced) and random graphs, against ``fx.dce`` on a copy.
+
+    The erased names and their order, the graph left behind (printed) and its values must match;
+    the graph must still lint.
+    """
+    from course_lib import fx
+
+    cases = [(f.__name__, functools.partial(fx.symbolic_trace, f)) for f in functions]
+    cases += [(f"random graph {s} (oracles.random_fx_graph({s}))", functools.partial(random_fx_graph, s))
+              for s in range(count)]  # fmt: skip
+    for seed, (label, make) in enumerate(cases):
+        graph, ref = make(), make()
+        inputs = fx_inputs(graph, seed)
+        before = graph(*inputs)
+        erased, want = dce(graph), fx.dce(ref)
+        if list(erased or ()) != want:
+            return Verdict(False, f"on {label}: erased {erased}, expected {want}")
+        graph.lint()
+        if str(graph) != str(ref) or not _same_values(graph(*inputs), before):
+            return Verdict(False, f"on {label}: the graph left behind differs", _text_diff(str(ref), str(graph)))
+    return Verdict(True, f"same erasures and graphs as fx.dce on {len(cases)} graphs ({count} random)")
+
+
+def _text_diff(want: str, got: str) -> str:
+    import difflib
+
+    return "\n".join(difflib.unified_diff(want.splitlines(), got.splitlines(), "expected", "got", lineterm="", n=1))
+
+
+def _fma_pattern(a, b, c):
+    return a * b + c
+
+
+def check_fma_rewrite(fuse: Callable, count: int = 10) -> Verdict:
+    """``fuse(graph) -> matches`` rewriting ``a * b + c`` to ``torch.addcmul`` on random graphs.
+
+    The oracle: ``fx.replace_pattern`` with the canonical pattern on a copy gives the count; the
+    learner's graph must compute the same values, hold that many ``addcmul`` nodes and no match left.
+    """
+    import torch
+
+    from course_lib import fx
+
+    pattern = fx.symbolic_trace(_fma_pattern)
+    for seed in range(count):
+        graph, ref = random_fx_graph(seed, fma_rate=0.4), random_fx_graph(seed, fma_rate=0.4)
+        inputs = fx_inputs(graph, seed)
+        before = graph(*inputs)
+        got = fuse(graph)
+        want = len(fx.replace_pattern(ref, pattern, lambda a, b, c: torch.addcmul(c, a, b)))
+        label = f"random graph {seed} (oracles.random_fx_graph({seed}, fma_rate=0.4))"
+        fused = sum(1 for n in graph.nodes if n.op == "call_function" and n.target is torch.addcmul)
+        if got != want or fused != want:
+            return Verdict(False, f"on {label}: returned {got}, graph has {fused} addcmul nodes; expected {want}")
+        if fx.find_matches(graph, pattern):
+            return Verdict(False, f"on {label}: an a * b + c is left in the graph")
+        if not _same_values(graph(*inputs), before):
+            return Verdict(False, f"on {label}: the rewritten graph computes different values")
+    return Verdict(True, f"same rewrites as fx.replace_pattern on {count} random graphs")
+
+
+GUARD_PROPERTIES = ("dtype", "shape", "device", "requires_grad")  # TENSOR_MATCH's order
+
+
+def tensor_guard_probes(count: int = 40, seed: int = 0) -> list[tuple[tuple, object, str | None]]:
+    """(recorded (dtype, shape, device, requires_grad), probe value, first property that differs).
+
+    Each probe is built by changing a random subset of the recorded properties (or by being a
+    Python number), so the answer is known by construction, not from a reference.
+    """
+    import random
+
+    import torch
+
+    rng = random.Random(seed)
+    dtypes = (torch.float32, torch.float64, torch.float16, torch.int64)
+    probes = []
+    for _ in range(count):
+        shape = tuple(rng.randint(1, 4) for _ in range(rng.randint(0, 3)))
+        rec = (rng.choice(dtypes[:3]), shape, "cpu", rng.random() < 0.5)
+        if rng.random() < 0.1:
+            probes.append((rec, rng.choice((3.0, 2, None)), "type"))
+            continue
+        change = [p for p in GUARD_PROPERTIES if p != "device" and rng.random() < 0.3]
+        dtype = rng.choice([d for d in dtypes[:3] if d != rec[0]]) if "dtype" in change else rec[0]
+        new_shape = shape + (2,) if "shape" in change else shape
+        grad = (not rec[3]) if "requires_grad" in change else rec[3]
+        value = torch.zeros(new_shape, dtype=dtype, requires_grad=grad)
+        probes.append((rec, value, change[0] if change else None))
+    return probes
+
+
+def random_broadcast(rng, max_rank: int = 4, max_size: int = 5) -> tuple[tuple, tuple]:
+    """(input shape, output shape) of a random broadcast: the input aligns right, some dims are 1."""
+    out = tuple(rng.randint(1, max_size) for _ in range(rng.randint(0, max_rank) if rng.random() < 0.1 else
+                                                          rng.randint(1, max_rank)))  # fmt: skip
+    keep = rng.randint(max(0, len(out) - 2), len(out))  # the input drops at most two leading dims
+    shape = tuple(1 if rng.random() < 0.35 else s for s in out[len(out) - keep :])
+    return shape, out
+
+
+def broadcast_cases(count: int = 30, seed: int = 0) -> list[tuple[tuple, tuple]]:
+    """``count`` random (input shape, output shape) broadcasts, seeded."""
+    import random
+
+    rng = random.Random(seed)
+    return [random_broadcast(rng) for _ in range(count)]
+
+
+def broadcast_operand_pairs(count: int = 20, seed: int = 0) -> list[tuple[tuple, tuple]]:
+    """(shape of a, shape of b) that broadcast against each other (``a * b``), seeded."""
+    import random
+
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(count):
+        sa, out = random_broadcast(rng)
+        sb = tuple(1 if rng.random() < 0.35 else s for s in out[rng.randint(0, min(2, len(out))) :])
+        pairs.append((sa, sb) if rng.random() < 0.5 else (sb, sa))
+    return pairs
+
+
+def index_cases(count: int = 30, seed: int = 0) -> list[tuple[list, list[int], int]]:
+    """(index symbols, strides, offset): contiguous, transposed, broadcast (stride 0) and padded rows."""
+    import random
+
+    from course_lib.inductor import ir
+
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(count):
+        sizes = [rng.randint(1, 9) for _ in range(rng.randint(1, 4))]
+        strides, step = [0] * len(sizes), 1
+        for d in reversed(range(len(sizes))):
+            strides[d] = step
+            step *= sizes[d] + rng.choice((0, 0, 3))  # sometimes a padded row
+        if rng.random() < 0.3:  # a permuted view
+            rng.shuffle(strides)
+        strides = [0 if rng.random() < 0.15 else s for s in strides]  # an expanded dimension
+        cases.append(([ir.sym(f"i{d}") for d in range(len(sizes))], strides, rng.choice((0, 0, 5, 128))))
+    return cases
+
+
+def group_cases(count: int = 30, seed: int = 0) -> list[tuple[tuple, tuple, bool]]:
+    """(shape, reduction ranges, is_reduction) with size-1 dims sprinkled in, seeded."""
+    import random
+
+    rng = random.Random(seed)
+
+    def sizes(n):
+        return tuple(rng.choice((1, 1, 2, 7, 16, 64)) for _ in range(n))
+
+    cases = []
+    for _ in range(count):
+        red = rng.random() < 0.5
+        cases.append((sizes(rng.randint(0, 3)), sizes(rng.randint(1, 2)) if red else (), red))
+    return cases
+
+
+class _SetsGraph:
+    """Two nodes given as read/write sets, enough of a GraphIR for ``scheduler.score_fusion``."""
+
+    def __init__(self, case):
+        reads_a, writes_a, reads_b, writes_b, nbytes = case
+        self._reads = {**{w: set() for w in writes_a | writes_b}, min(writes_a): reads_a, min(writes_b): reads_b}
+        self._nbytes = nbytes
+        self.groups = [sorted(writes_a), sorted(writes_b)]
+
+    def buffer(self, name):
+        reads = self._reads[name]
+        return type("Node", (), {"reads": lambda self_: reads})()
+
+    def nbytes(self, name):
+        return self._nbytes[name]
+
+
+def score_cases(count: int = 30, seed: int = 0) -> list[tuple[set, set, set, set, dict]]:
+    """(reads_a, writes_a, reads_b, writes_b, nbytes) over 8 buffers, seeded; writes of a and b disjoint."""
+    import random
+
+    rng = random.Random(seed)
+    names = [f"buf{k}" for k in range(8)]
+    cases = []
+    for _ in range(count):
+        nbytes = {n: 4 * rng.choice((1, 64, 256, 4096)) for n in names}
+        wa, wb = {rng.choice(names[:4])}, {rng.choice(names[4:])}
+        ra = set(rng.sample(names, rng.randint(0, 4))) - wa
+        rb = set(rng.sample(names, rng.randint(0, 4))) - wb
+        cases.append((ra, wa, rb, wb, nbytes))
+    return cases
+
+
+def score_reference(case) -> int:
+    """``scheduler.score_fusion`` on the two nodes of a :func:`score_cases` case."""
+    from course_lib.inductor import scheduler
+
+    g = _SetsGraph(case)
+    return scheduler.score_fusion(g, g.groups, 0, 1)
 
 
 # ----------------------------------------------------------------------------- Module 5: collectives
