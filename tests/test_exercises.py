@@ -716,3 +716,259 @@ def test_a_guarded_reference_fails_the_index_exercise():
                            expected=lambda: [ir.flat_index(*c) for c in cases],
                            guard=["course_lib.inductor.ir:flat_index"])  # fmt: skip
     assert r.status == check.FAILED and "reference" in r.message
+
+
+# ----------------------------------------------------------------------------- 01a/01b (issue 19): Module 1 on random inputs
+
+
+def _lvn_first_key(block, commute=True, keep="first"):
+    """A value-numbering answer; wrong variants ignore commutativity or keep the latest holder."""
+    from course_lib.ir import dataflow
+
+    table, out = {}, {}
+    for i in block.instrs:
+        key = dataflow.expr_key(i)
+        if key is None:
+            continue
+        if not commute:
+            key = (i.op, i.type) + tuple(str(a) for a in i.args)
+        if key in table:
+            out[i.dest] = table[key]
+        if key not in table or keep == "latest":
+            table[key] = i.dest
+    return out
+
+
+def test_value_numbering_checked_on_random_programs_against_a_pairwise_oracle():
+    from course_lib import ir
+    from course_lib.ir import passes, randprog
+
+    progs = [randprog.value_numbering_program(seed) for seed in range(15)] + [randprog.generate(s) for s in range(500, 510)]
+    fns = [ir.to_ssa(ir.from_source(q.source, q.name, q.arg_types)) for q in progs]
+    expected = [{b.label: passes.redundant_pairs(b) for b in fn.blocks} for fn in fns]
+    labels = [f"program {q.seed}" for q in progs]
+
+    def run(answer):
+        return check.Lab("t").run("lvn", lambda: [{b.label: answer(b) for b in fn.blocks} for fn in fns],
+                                  expected=expected, compare=check.per_input(labels))  # fmt: skip
+
+    assert run(_lvn_first_key).status == check.PASSED
+    assert run(lambda b: _lvn_first_key(b, commute=False)).status == check.FAILED
+    assert run(lambda b: _lvn_first_key(b, keep="latest")).status == check.FAILED
+    assert passes.semantically_commutative() == {"add", "mul", "min", "max", "eq", "ne"}
+    # the learner's copies keep every program's result (the notebook's second, semantic check)
+    for fn, q in zip(fns, progs):
+        numbers = {d: e for b in fn.blocks for d, e in _lvn_first_key(b).items()}
+        assert ir.interpret(passes.apply_value_numbers(fn, numbers), *q.fresh_args()) == q.expected()[0]
+
+
+def test_interchange_legality_checked_on_random_vectors():
+    from course_lib.ir import loopnest as ln
+
+    cases = ln.random_interchange_cases(60)
+    assert 10 < sum(ln.tuple_order_legal(v, o) for v, o in cases) < 55  # both answers occur
+
+    def first_entry_only(vectors, order):  # wrong: looks at the new outermost entry only
+        return all(v[order[0]] == "+" or v[order[0]] >= 0 for v in vectors)
+
+    def right(vectors, order):
+        return ln.interchange_legal(vectors, order)
+
+    for answer, status in ((right, check.PASSED), (first_entry_only, check.FAILED)):
+        r = check.Lab("t").run("interchange", lambda: [answer(v, o) for v, o in cases],
+                               expected=[ln.tuple_order_legal(v, o) for v, o in cases])  # fmt: skip
+        assert r.status == status
+
+
+def test_lru_checked_on_random_traces_against_stack_distances():
+    from course_lib.ir.cache import Cache, hits_by_stack_distance, random_traces
+
+    traces = random_traces(12)
+
+    def lru(trace, size, line, ways):
+        c = Cache(size, line, ways)
+        return [c.access(a) for a in trace]
+
+    def fifo(trace, size, line, ways):  # wrong: a hit does not refresh the line
+        n_sets = max(1, size // (line * ways))
+        sets, out = [[] for _ in range(n_sets)], []
+        for a in trace:
+            s = sets[(a // line) % n_sets]
+            out.append(a // line in s)
+            if a // line not in s:
+                s.append(a // line)
+                if len(s) > ways:
+                    s.pop(0)
+        return out
+
+    expected = [hits_by_stack_distance(*t) for t in traces]
+    assert [lru(*t) for t in traces] == expected
+    assert [fifo(*t) for t in traces] != expected
+
+
+# ----------------------------------------------------------------------------- 05a, 06b, 06c (engineer D)
+def _copy2d_right(t, src, dst, rows, cols):
+    col = t.bid.x * t.bdim.x + t.tid.x
+    row = t.bid.y * t.bdim.y + t.tid.y
+    with t.if_((row < rows) & (col < cols)):
+        dst[row * cols + col] = src[row * cols + col]
+
+
+def _copy2d_flat_guard(t, src, dst, rows, cols):  # wrong: a lane past a row's end reaches the next row
+    i = (t.bid.y * t.bdim.y + t.tid.y) * cols + t.bid.x * t.bdim.x + t.tid.x
+    with t.if_(i < rows * cols):
+        dst[i] = src[i]
+
+
+def _copy2d_lanes_down_columns(t, src, dst, rows, cols):  # wrong: lanes walk rows, a column per warp step
+    lane, warp = t.tid.x, t.tid.y
+    col = t.bid.x * 32 + (lane % 8) * 4 + warp
+    row = t.bid.y * 4 + lane // 8
+    with t.if_((row < rows) & (col < cols) & (lane < 32)):
+        dst[row * cols + col] = src[row * cols + col]
+
+
+def _copy2d_calls_reference(t, src, dst, rows, cols):
+    from course_lib.gpu import checks
+
+    checks._copy2d_reference(t, src, dst, rows, cols)
+
+
+def test_copy2d_checked_on_the_memory_trace_not_only_the_output():
+    from course_lib.gpu import checks
+
+    assert checks.check_copy2d(_copy2d_right).ok
+    flat = checks.check_copy2d(_copy2d_flat_guard)
+    assert not flat.ok and "past an edge" in flat.message  # its output is a correct copy all the same
+    scattered = checks.check_copy2d(_copy2d_lanes_down_columns)
+    assert not scattered.ok and "sectors" in scattered.message
+    r = check.Lab("t").run("copy", lambda: checks.check_copy2d(_copy2d_calls_reference), verify=lambda v: v,
+                           guard=["course_lib.gpu.checks:_copy2d_reference"])  # fmt: skip
+    assert r.status == check.FAILED and "reference" in r.message
+
+
+def test_v4_load_mask_checked_against_the_real_ptx_on_ragged_n():
+    import numpy as np
+
+    from course_lib.gpu import checks
+
+    def right(n, program, warp):
+        return [bool(f < n) for f in program * 256 + (warp * 32 + np.arange(32)) * 4]
+
+    def one_float_per_thread(n, program, warp):  # wrong: forgets the 4 elements each thread holds
+        return [bool(f < n) for f in program * 256 + warp * 32 + np.arange(32)]
+
+    sizes = (1008, 400, 48)
+    real = {n: checks.real_v4_masks(n) for n in sizes}
+    keys = [(n, p, w) for n in sizes for p, w in real[n]]
+    assert all(right(*k) == real[k[0]][k[1:]] for k in keys)
+    assert any(one_float_per_thread(*k) != real[k[0]][k[1:]] for k in keys)
+    hard_coded = {k: right(1008, *k[1:]) for k in keys}  # the answer for the notebook's last n, reused
+    assert any(hard_coded[k] != real[k[0]][k[1:]] for k in keys)
+    with pytest.raises(ValueError, match="divisible by 16"):
+        checks.real_v4_masks(1000 + 1)
+
+
+def test_balanced_split_checked_on_random_workloads():
+    import numpy as np
+
+    from course_lib.cpu import openmp
+
+    def right(costs, threads):
+        running = np.concatenate([[0.0], np.cumsum(costs)])
+        return [0, *(int(np.searchsorted(running, running[-1] * k / threads)) for k in range(1, threads)), len(costs)]
+
+    def static_counts(costs, threads):  # wrong: equal iteration counts, what schedule(static) does
+        return [round(k * len(costs) / threads) for k in range(threads + 1)]
+
+    def calls_reference(costs, threads):
+        return openmp.balanced_split(costs, threads)
+
+    cases = openmp.random_workloads(seed=3)
+    assert all(openmp.split_verdict(right(c, t), c, t)[0] for c, t in cases)
+    assert not all(openmp.split_verdict(static_counts(c, t), c, t)[0] for c, t in cases)
+    hard = right(*cases[0])  # one workload's answer used for every workload
+    assert not all(openmp.split_verdict(hard, c, t)[0] for c, t in cases)
+
+    def verify(answer):
+        return check.Verdict(all(openmp.split_verdict(answer(c.copy(), t), c, t)[0] for c, t in cases), "")
+
+    for answer, status in ((right, check.PASSED), (calls_reference, check.FAILED)):
+        r = check.Lab("t").run("split", lambda a=answer: verify(a), verify=lambda v: v,
+                               guard=["course_lib.cpu.openmp:balanced_split"])  # fmt: skip
+        assert r.status == status
+
+
+@pytest.fixture(scope="module")
+def random_inductor_kernels():
+    from course_lib.cpu import inductor_loops as il
+
+    return il.compile_random_graphs([3, 6], progress=False)  # not the notebook's seeds (0, 1, 2, 5)
+
+
+def test_vector_loop_split_checked_on_real_inductor_kernels(random_inductor_kernels):
+    import re
+
+    from course_lib.cpu import inductor_loops as il
+
+    num = r"static_cast<int64_t>\((\d+)L?\)"
+    header = re.compile(rf"for\s*\(\s*int64_t\s+(\w+)\s*=\s*{num}\s*;\s*\1\s*<\s*{num}\s*;\s*\1\s*\+=\s*{num}\s*\)")
+
+    def right(cpp):
+        out = []
+        for m in header.finditer(cpp):
+            var, stop, lanes = m[1], int(m[3]), int(m[4])
+            if lanes > 1:
+                full = re.compile(rf"C10_LIKELY\(\s*{var}\s*>=\s*{num}\s*&&\s*{var}\s*<\s*{num}\s*\)").search(cpp, m.end())
+                out.append((var, lanes, int(full[2]) if full else stop, stop - (int(full[2]) if full else stop)))
+        return out
+
+    def no_tail(cpp):  # wrong: takes the loop bound for the whole-vector bound
+        return [(v, lanes, end + tail, 0) for v, lanes, end, tail in right(cpp)]
+
+    cpps = [g.cpp for g in random_inductor_kernels]
+    want = [[v.as_tuple() for v in il.vector_loops(c)] for c in cpps]
+    assert [right(c) for c in cpps] == want
+    assert any(t for loops in want for *_, t in loops), "the test graphs should have a masked tail"
+    assert [no_tail(c) for c in cpps] != want
+    assert [want[0]] * len(cpps) != want  # one kernel's answer does not fit the other
+    for g in random_inductor_kernels:  # the parse agrees with arithmetic on the graph's own sizes
+        for v in il.vector_loops(g.cpp):
+            assert v.stop in g.case.ranges and (v.full_end, v.tail) == il.expected_split(v.stop, v.lanes)
+
+
+def test_parallel_depth_rule_matches_inductor_and_wrong_rules_fail(random_inductor_kernels):
+    import numpy as np
+
+    from course_lib.cpu import inductor_loops as il
+
+    threads = torch.get_num_threads()
+    for g in random_inductor_kernels:
+        assert il.parallel_depth(g.case.ranges, threads) == il.omp_depth(g.cpp)
+
+    def no_min_chunk(ranges, t):  # wrong: forgets that small loops stay serial
+        par, depth = 1, 0
+        for size in ranges:
+            if par >= 2 * t or par == t:
+                break
+            depth, par = depth + 1, par * size
+        return depth
+
+    g = np.random.default_rng(7)
+    nests = [([int(s) for s in g.choice([1, 2, 3, 7, 16, 100, 513, 4096], int(g.integers(1, 4)))],
+              int(g.choice([1, 2, 4, 8]))) for _ in range(200)]  # fmt: skip
+    assert any(no_min_chunk(r, t) != il.parallel_depth(r, t) for r, t in nests)
+    assert il.parallel_depth([13, 77], 2) == 0 and il.parallel_depth([1, 4096], 2) == 2
+
+
+def test_sleef_prediction_is_read_from_the_installed_header():
+    from course_lib.cpu import inductor_view as iv
+
+    if iv.vec_header() is None:
+        pytest.skip("no SIMD Vectorized<float> header on this CPU")
+    cands = ["exp", "log", "tanh", "sin", "erf", "log1p", "sqrt", "rsqrt", "abs", "neg", "floor", "reciprocal"]
+    want = {m for m, c in iv.sleef_calls(cands).items() if c.startswith("Sleef_")}
+    assert {"exp", "tanh"} <= want and not want & {"abs", "neg", "sqrt"}
+    r = check.Lab("t").run("sleef", lambda: {"exp", "tanh", "log", "sin", "erf", "log1p", "sqrt"}, expected=want,
+                           predict=True)  # fmt: skip
+    assert r.status == check.FAILED and "sqrt" not in r.message.replace("'sqrt'", "")
