@@ -12,7 +12,9 @@ H200's L2 for every input alone):
 * fraction of bandwidth: (bytes / time) over the bandwidth of ``dst.copy_(src)`` on the same
   card in the same process (bytes read plus bytes written), the ceiling for a memory-bound op.
 * cold compile: seconds for the first call of each compiled function (Dynamo, the backend,
-  Triton's compile; caches were empty only if the machine was fresh).
+  Triton's compile; caches were empty only if the machine was fresh); and, with every cache
+  emptied, the first forward of a 12-layer GPT-2: course_lib compiling each kernel at its first
+  launch, course_lib's process pool with its kernel cache, and Inductor (``cold_compile``).
 * the generated code: Inductor's output code (its ``triton_poi_`` / ``triton_per_`` / ``triton_red_``
   kernels and their ``@triton_heuristics`` decorators) and course_lib's Triton, for 04c to show
   side by side.
@@ -24,10 +26,13 @@ same code path on tiny tensors on the CPU (Triton interpreter; no timing), to te
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import pathlib
 import re
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
@@ -179,7 +184,71 @@ def _measure(smoke: bool) -> dict:
     if not smoke:
         result["inductor_kind_by_row_length"] = kinds_by_row_length(torch)
         print("Inductor's kernel kind by row length:", result["inductor_kind_by_row_length"], flush=True)
+        result["cold_compile"] = cold_compile(torch)
     return result
+
+
+@contextlib.contextmanager
+def _fresh_caches():
+    """Empty Triton, Inductor and course_lib caches for the duration (all three read their folder
+    from the environment when they use it)."""
+    names = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "COURSE_CACHE_DIR")
+    old = {n: os.environ.get(n) for n in names}
+    with tempfile.TemporaryDirectory() as d:
+        for n in names:
+            os.environ[n] = os.path.join(d, n.lower())
+        try:
+            yield
+        finally:
+            for n, v in old.items():
+                if v is None:
+                    os.environ.pop(n, None)
+                else:
+                    os.environ[n] = v
+
+
+def cold_compile(torch, layers: int = 12, device: str = "cuda", labels=("course_serial", "course_pool", "inductor")):
+    """Seconds of the first forward of GPT-2 (``layers`` identical blocks) on the GPU, every cache
+    empty: course_lib with each kernel compiled at its first launch (``COURSE_COMPILE_WORKERS=0``,
+    the old path), course_lib with the pool and the kernel cache, and Inductor. Inductor ran earlier
+    in this process (its worker pool is warm); course_lib's pool is started by its first graph.
+    (``device="cpu"`` runs the same code in Triton's interpreter, for the smoke test: no pool there.)"""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # bench_compile, beside this file
+    import course_lib.inductor as ind
+    from course_lib import compat
+
+    gpt2 = __import__("bench_compile").gpt2
+
+    out: dict = {"model": f"GPT-2, {layers} layers, width 64, 2 x 16 tokens"}
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    for label in labels:
+        old = os.environ.get("COURSE_COMPILE_WORKERS")
+        if label == "course_serial":
+            os.environ["COURSE_COMPILE_WORKERS"] = "0"
+        try:
+            with _fresh_caches():
+                compat.dynamo_reset()
+                model, ids = gpt2(layers)
+                model, ids = model.to(device), ids.to(device)
+                rec: list = []
+                backend = "inductor" if label == "inductor" else (
+                    lambda gm, ex, rec=rec: ind.compile_fx(gm, ex, codegen="triton", record=rec))  # fmt: skip
+                compiled = torch.compile(model, backend=backend)
+                with torch.no_grad():  # inference: one forward graph (as in run())
+                    got, seconds = _first_call(lambda i: compiled(i).logits, (ids,), sync)
+                    out[f"{label}_s"] = seconds
+                    out[f"{label}_correct"] = _close(got, model(ids).logits, torch)
+                if rec:
+                    out[f"{label}_kernels"] = sum(c.kernel_count for k, c in rec if k == "compiled")
+        except Exception as exc:  # record and go on
+            out[f"{label}_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        finally:
+            if old is None:
+                os.environ.pop("COURSE_COMPILE_WORKERS", None)
+            else:
+                os.environ["COURSE_COMPILE_WORKERS"] = old
+    print("cold compile:", out, flush=True)
+    return out
 
 
 def _line(row: dict) -> str:

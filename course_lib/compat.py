@@ -906,3 +906,78 @@ def triton_run_pass(context, module, group: str, name: str, args: tuple, run_arg
     pm = triton_ir().pass_manager(context)
     triton_pass_adder(group, name)(pm, *args)
     pm.run(module, *run_args)
+
+
+# ----------------------------------------------------------------------------- Triton: compile a launch's specialisation elsewhere
+
+
+def triton_capture_specialization(kernel, args: tuple, kwargs: dict) -> str | None:
+    """What ``kernel[grid](*args, **kwargs)`` would compile, as Triton's own JSON (signature,
+    constexprs, ``tt.divisibility`` attrs, options, target), without compiling it.
+
+    ``args`` may hold ``torch.dtype`` for tensors (``JITFunction.warmup`` turns them into
+    ``MockTensor``s, 16-byte aligned as real allocations are). Uses ``knobs.runtime.jit_cache_hook``
+    (called before every compile with ``specialization_data``) and returns True from it, so nothing is
+    compiled. Needs the GPU driver (the target is the current device). None when this Triton has no hook.
+    """
+    try:
+        knobs = importlib.import_module("triton.knobs")
+    except ImportError:
+        return None
+    if not hasattr(knobs.runtime, "jit_cache_hook"):
+        return None
+    seen: list = []
+
+    def hook(*_, compile=None, **__):
+        seen.append((compile or {}).get("specialization_data"))
+        return True  # skip the compile: the pool does it
+
+    old = knobs.runtime.jit_cache_hook
+    knobs.runtime.jit_cache_hook = hook
+    try:
+        triton_jit_function(kernel).warmup(*args, grid=(1,), **kwargs)
+    finally:
+        knobs.runtime.jit_cache_hook = old
+    return seen[0] if seen else None
+
+
+def triton_compile_specialization(kernel, spec: str):
+    """``triton.compile`` of ``kernel`` for a specialisation from :func:`triton_capture_specialization`
+    (the body of ``JITFunction.preload``, minus the device): no GPU needed, and the result lands in
+    Triton's cache under the key the launch will look up. Returns the ``CompiledKernel``."""
+    import json
+
+    triton = require("triton")
+    gpu_target = require("triton.backends.compiler", "GPUTarget")
+    d = json.loads(spec)
+    if d.get("constant_vals") and any(isinstance(v, dict) for v in d["constant_vals"]):
+        raise CompatError("a constexpr that is a dtype, constexpr object or jit function: not handled here")
+    consts = {tuple(k): v for k, v in zip(d["constant_keys"], d["constant_vals"])}
+    attrs = {tuple(k): v for k, v in zip(d["attrs_keys"], d["attrs_vals"])}
+    signature = {k: tuple(v) if isinstance(v, list) else v for k, v in d["signature"].items()}
+    options = {k: tuple(v) if isinstance(v, list) else v for k, v in d["options"].items()}
+    src = require("triton.compiler", "ASTSource")(triton_jit_function(kernel), signature, consts, attrs)
+    with triton_compile_scope(kernel):
+        return triton.compile(src, target=gpu_target(**d["target"]), options=options)
+
+
+def triton_specialization(kernel, signature: dict, constexprs: dict, ints: dict, target, num_warps: int) -> str:
+    """The JSON :func:`triton_capture_specialization` gives, built by hand where no GPU is present:
+    pointers 16-byte aligned, an int equal to 1 made a constexpr, one divisible by 16 marked so
+    (the JIT's ``specialize_impl`` rules), ``target`` a ``GPUTarget``."""
+    import json
+
+    jit = triton_jit_function(kernel)
+    names = list(jit.arg_names)
+    sig, keys, vals, akeys = dict(signature), [], [], []
+    for name, value in {**constexprs, **{k: v for k, v in ints.items() if v == 1}}.items():
+        sig[name] = "constexpr"
+        keys.append([names.index(name)])
+        vals.append(value)
+    for name, ty in sig.items():
+        if ty.startswith("*") or (name in ints and ints[name] % 16 == 0 and ints[name] != 1):
+            akeys.append([names.index(name)])
+    return json.dumps({"name": jit.fn.__name__, "signature": sig,
+                       "constant_keys": keys, "constant_vals": vals, "attrs_keys": akeys,
+                       "attrs_vals": [[["tt.divisibility", 16]]] * len(akeys), "options": {"num_warps": num_warps},
+                       "target": {"backend": target.backend, "arch": target.arch, "warp_size": target.warp_size}})  # fmt: skip

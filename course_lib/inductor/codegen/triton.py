@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
+import os
 
 import sympy
 
@@ -460,6 +461,11 @@ def build(kernels, graph, persistent_rnumel: int | None = None):
         launch.num_warps = tk.num_warps()
         launch.int_args = {"xnumel": tk.xnumel, "rnumel": tk.rnumel}  # the JIT specialises on their values
         fns[k.name] = launch
+    if env.mode() == "gpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        from course_lib.inductor import async_compile
+
+        if async_compile.enabled():  # compile the kernels in a process pool now, not one by one at first launch
+            async_compile.precompile(fns, spec.name, str(path))
     return source, fns, False
 
 

@@ -1,0 +1,99 @@
+"""Compiling course_lib.inductor's Triton kernels: repeats folded, a process pool, a cache by source.
+
+The kernels are compiled for sm_90 on the CPU (Triton's compiler needs a target, not a GPU).
+"""
+
+import base64
+import json
+
+import pytest
+import torch
+
+import course_lib.inductor as ind
+import course_lib.triton  # noqa: F401  (before any interpreted kernel: keeps triton.compile usable here)
+from course_lib import compat, decomp
+from course_lib.inductor import async_compile
+
+
+def _compile(fn, *args):
+    gm = compat.make_fx(fn, *args, decompositions=decomp.DECOMPOSITIONS)
+    return ind.compile_graph(gm, list(args), codegen="triton")
+
+
+def _two_blocks(x, y):
+    """Two identical blocks (softmax of a row, then a scale) on different inputs, and a sum."""
+    a = torch.softmax(x, -1) * 2.0
+    b = torch.softmax(y, -1) * 2.0
+    return (a @ b.T, (a - b).sum())
+
+
+@pytest.fixture
+def graph():
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 32), torch.randn(4, 32)
+    return _compile(_two_blocks, x, y), (x, y)
+
+
+def test_a_repeated_kernel_is_one_function(graph):
+    c, (x, y) = graph
+    code = c.kernel_code
+    assert "kernel1 = kernel0  # the same kernel as kernel0" in code, code
+    assert code.count("@triton.jit") == c.kernel_count - 1
+    for got, ref in zip(c(x, y), _two_blocks(x, y), strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_specialisation_made_by_hand_follows_the_jit_rules(graph):
+    c, _ = graph
+    launch = c.call.__globals__["kernel0"]
+    target = course_lib.triton.compile.gpu_target("sm_90")
+    spec = json.loads(compat.triton_specialization(launch.jit_fn, launch.signature, launch.constexprs,
+                                                   {"xnumel": 1, "rnumel": 32}, target, 4))  # fmt: skip
+    names = list(compat.triton_jit_function(launch.jit_fn).arg_names)
+    assert spec["signature"]["xnumel"] == "constexpr"  # an int equal to 1 is baked in
+    assert [names.index("xnumel")] in spec["constant_keys"]
+    assert [names.index("rnumel")] in spec["attrs_keys"]  # 32 is divisible by 16
+    assert [0] in spec["attrs_keys"] and spec["target"] == {"backend": "cuda", "arch": 90, "warp_size": 32}
+
+
+def test_pool_compiles_each_distinct_kernel_once_and_caches_it(graph, tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    c, _ = graph
+    jobs = async_compile.jobs_for(c, "sm_90")
+    assert len(jobs) == c.kernel_count and len({j.key for j in jobs}) == c.kernel_count - 1
+    pool = async_compile.AsyncCompile(workers=2)
+    try:
+        report = pool.compile(jobs)
+        assert (report.kernels, report.unique, report.compiled) == (len(jobs), len(jobs) - 1, len(jobs) - 1)
+        for record in report.results.values():
+            assert base64.b64decode(record["binary_b64"])[:4] == b"\x7fELF" and record["ptx_lines"] > 10
+        assert pool.compile(jobs).compiled == 0  # in memory
+    finally:
+        pool.close()
+    fresh = async_compile.AsyncCompile(workers=1).compile(jobs)  # another process's view: the disk records
+    assert fresh.compiled == 0 and fresh.unique == len(jobs) - 1
+    assert "cached" in str(fresh)
+
+
+def test_precompile_submits_what_the_jit_would_compile(graph, tmp_path, monkeypatch):
+    """On a GPU the specialisation comes from Triton's JIT (compat.triton_capture_specialization);
+    here it is made by hand, and the rest of the path runs as it would there."""
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(async_compile, "_SHARED", [async_compile.AsyncCompile(workers=1)])
+    c, _ = graph
+    target = course_lib.triton.compile.gpu_target("sm_90")
+
+    def capture(kernel, args, kwargs):
+        launch = next(f for f in fns.values() if f.jit_fn is kernel)
+        assert args[-2:] == (launch.int_args["xnumel"], launch.int_args["rnumel"])
+        assert all(isinstance(a, torch.dtype) for a in args[:-2])  # tensors as dtypes (MockTensor)
+        return compat.triton_specialization(kernel, launch.signature, launch.constexprs, launch.int_args, target,
+                                            kwargs["num_warps"])  # fmt: skip
+
+    monkeypatch.setattr(compat, "triton_capture_specialization", capture)
+    fns = {k.name: c.call.__globals__[k.name] for k in c.schedule.kernels if k.kind == "kernel"}
+    fn = fns["kernel0"].jit_fn.fn
+    report = async_compile.precompile(fns, fn.__module__, fn.__code__.co_filename)
+    assert report is not None and report.unique == len(fns) - 1 and report.compiled == len(fns) - 1
+    monkeypatch.setenv("COURSE_COMPILE_WORKERS", "0")
+    assert not async_compile.enabled()
