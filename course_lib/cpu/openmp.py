@@ -177,3 +177,43 @@ def false_sharing_pairs(offsets: list[int], size: int, line_bytes: int) -> set[t
         for ln in lines_of(off, size, line_bytes):
             owners.setdefault(ln, set()).add(t)
     return {(t, u) for ts in owners.values() for t in ts for u in ts if t < u}
+
+
+# ----------------------------------------------------------------------------- a balanced static split
+def balanced_split(costs, threads: int) -> list[int]:
+    """Boundaries ``[0, b1, ..., n]`` of ``threads`` contiguous chunks of equal work (a static
+    schedule that knows the cost of every iteration): cut the running total of the costs at
+    ``k * total / threads``. The busiest chunk then holds at most ``total / threads + max(costs)``.
+    """
+    prefix = np.concatenate([[0.0], np.cumsum(np.asarray(costs, dtype=float))])
+    targets = prefix[-1] * np.arange(1, threads) / threads
+    inner = np.searchsorted(prefix, targets, side="left")
+    return [0, *(int(b) for b in inner), len(prefix) - 1]
+
+
+def random_workloads(seed: int = 0, count: int = 24) -> list[tuple[np.ndarray, int]]:
+    """(iteration costs, threads) cases: triangular (i), quadratic, reversed, lumpy random costs."""
+    rng = np.random.default_rng(seed)
+    shapes = (lambda i: i + 1.0, lambda i: (i + 1.0) ** 2, lambda i: (i[::-1] + 1.0),
+              lambda i: rng.exponential(1.0, i.size) * (1 + (i % 97 == 0) * 50))  # fmt: skip
+    cases = []
+    for k in range(count):
+        n, threads = int(rng.integers(50, 5000)), int(rng.choice([2, 3, 4, 6, 8, 16]))
+        cases.append((np.asarray(shapes[k % len(shapes)](np.arange(n, dtype=float)), dtype=float), threads))
+    return cases
+
+
+def split_verdict(bounds, costs, threads: int) -> tuple[bool, str]:
+    """Is ``bounds`` a split of ``range(len(costs))`` into ``threads`` contiguous chunks whose
+    busiest chunk holds at most ``total / threads + max(costs)`` work? (ok, why)"""
+    n, b = len(costs), [int(x) for x in bounds]
+    if len(b) != threads + 1 or b[0] != 0 or b[-1] != n:
+        return False, f"want {threads + 1} boundaries from 0 to {n}; got {len(b)} from {b[0] if b else None}"
+    if any(x > y for x, y in zip(b, b[1:])):
+        return False, "boundaries must not decrease"
+    prefix = np.concatenate([[0.0], np.cumsum(costs)])
+    loads = prefix[b[1:]] - prefix[b[:-1]]
+    bound = prefix[-1] / threads + float(np.max(costs))
+    if loads.max() > bound + 1e-9 * prefix[-1]:
+        return False, f"busiest thread has {loads.max() / (prefix[-1] / threads):.2f}x the average work"
+    return True, f"busiest thread {loads.max() / (prefix[-1] / threads):.3f}x the average"
