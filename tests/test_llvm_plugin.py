@@ -46,3 +46,33 @@ def test_the_cpp_plugin_rewrites_like_the_python_pass_and_keeps_the_value():
 def test_a_module_opt_cannot_read_is_a_clear_error():
     with pytest.raises(ValueError, match="opt rejected the module"):
         plugin.run("define i64 @f( {")
+
+
+# ----------------------------------------------------------------------------- 02b exercise 2b: the learner's udiv pass
+
+_UDIV_ALL_DIVS = r"""
+    SmallVector<BinaryOperator *, 8> Todo;
+    for (Instruction &I : instructions(F))
+      if (auto *BO = dyn_cast<BinaryOperator>(&I); BO && (BO->getOpcode() == Instruction::UDiv ||
+                                                          BO->getOpcode() == Instruction::SDiv))
+        if (auto *C = dyn_cast<ConstantInt>(BO->getOperand(1)); C && C->getValue().isPowerOf2())
+          Todo.push_back(BO);
+    for (BinaryOperator *BO : Todo) {
+      unsigned K = cast<ConstantInt>(BO->getOperand(1))->getValue().logBase2();
+      auto *Shr = BinaryOperator::CreateLShr(BO->getOperand(0), ConstantInt::get(BO->getType(), K), "", BO->getIterator());
+      BO->replaceAllUsesWith(Shr);
+      BO->eraseFromParent();
+      ++Rewritten;
+    }
+"""
+
+
+def test_udiv_exercise_fails_a_pass_that_also_shifts_sdiv_and_a_body_that_does_not_compile():
+    from course_lib.llvm import examples
+
+    assert plugin.udiv_power_of_two_count(examples.UDIV_FUNCTIONS) == {
+        "by_eight": 1, "mixed": 2, "not_constant": 0, "narrow": 2, "in_a_loop": 1}  # fmt: skip
+    wrong = plugin.check_udiv_body(_UDIV_ALL_DIVS)  # sdiv x, 4 of a negative x is not x >> 2
+    assert not wrong.ok and "@mixed" in wrong.message
+    broken = plugin.check_udiv_body("\n    Rewritten += NoSuchThing;\n")
+    assert not broken.ok and "line 2 of your code" in broken.message and "NoSuchThing" in broken.message

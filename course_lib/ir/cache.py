@@ -13,6 +13,7 @@ API::
 
 from __future__ import annotations
 
+import random
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -61,3 +62,35 @@ def simulate_cache(trace, size_bytes: int, line_bytes: int = 64, ways: int = 8) 
     for a in trace:
         c.access(a)
     return c.stats
+
+
+def hits_by_stack_distance(trace, size_bytes: int, line_bytes: int = 64, ways: int = 8) -> list[bool]:
+    """An oracle for :class:`Cache` that keeps no cache state: LRU's *inclusion property*
+    (Mattson et al., 1970). An access hits exactly when its line was used before and fewer than
+    ``ways`` other lines of the same set were used since (its stack distance within the set is
+    below the associativity). O(n^2); for checking, not for simulating."""
+    n_sets = max(1, size_bytes // (line_bytes * ways))
+    lines = [a // line_bytes for a in trace]
+    out = []
+    for k, tag in enumerate(lines):
+        prev = max((j for j in range(k) if lines[j] == tag), default=None)
+        if prev is None:
+            out.append(False)
+            continue
+        others = {t for t in lines[prev + 1 : k] if t % n_sets == tag % n_sets and t != tag}
+        out.append(len(others) < ways)
+    return out
+
+
+def random_traces(count: int, seed: int = 5, length: int = 80) -> list[tuple[list[int], int, int, int]]:
+    """``count`` (trace, size, line, ways) cases: 1, 2 or 4 ways, 1 to 16 sets, lines of 16-64
+    bytes; half the accesses revisit six hot addresses, so hits, conflicts and evictions all occur."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        line, ways = rng.choice([16, 32, 64]), rng.choice([1, 2, 4])
+        size = line * ways * rng.choice([1, 2, 4, 16])
+        hot = [rng.randrange(0, 6 * size) for _ in range(6)]
+        trace = [rng.choice(hot) if rng.random() < 0.5 else rng.randrange(0, 6 * size) for _ in range(length)]
+        out.append((trace, size, line, ways))
+    return out

@@ -18,6 +18,7 @@ lists the byte addresses touched (row-major arrays of 8-byte elements) for the c
 from __future__ import annotations
 
 import itertools
+import random
 import re
 from dataclasses import dataclass, field, replace
 
@@ -234,6 +235,39 @@ def lex_sign(vec) -> int:
 def interchange_legal(vectors, order: list[int]) -> bool:
     """Is permuting the band's loops into ``order`` legal? Every permuted vector stays lex >= 0."""
     return all(lex_sign(tuple(v[k] for k in order)) >= 0 for v in vectors)
+
+
+def tuple_order_legal(vectors, order: list[int]) -> bool:
+    """An oracle for :func:`interchange_legal` that reasons about points, not signs: a dependence
+    runs from point p to p + d; after the interchange the loops visit points in the tuple order of
+    their permuted coordinates, so permuted(p) must still come before permuted(p + d). ('+' is
+    some positive distance; 1 stands for it, since only signs decide.)"""
+    for v in vectors:
+        d = [1 if x == "+" else x for x in v]
+        p = [5] * len(d)
+        q = [a + b for a, b in zip(p, d)]
+        if tuple(q[k] for k in order) < tuple(p[k] for k in order):
+            return False
+    return True
+
+
+def random_interchange_cases(count: int, seed: int = 11) -> list[tuple[list, list[int]]]:
+    """``count`` (distance vectors, loop order) pairs over 2-4 loops: 1-3 lexicographically
+    positive vectors with entries -2..2 or '+' (as a dependence test reports them), a random order."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        depth = rng.randint(2, 4)
+        vectors: list = []
+        want = rng.randint(1, 3)
+        while len(vectors) < want:
+            v = tuple(rng.choice([-2, -1, 0, 0, 1, 2, "+"]) for _ in range(depth))
+            if lex_sign(v) > 0:
+                vectors.append(v)
+        order = list(range(depth))
+        rng.shuffle(order)
+        out.append((vectors, order))
+    return out
 
 
 def tiling_legal(vectors) -> bool:

@@ -16,6 +16,7 @@ API (Module 2's differential tests use it too)::
     prog.function()                # the Python function object (exec of source)
     prog.expected()                # (return value, lists after the call) from running Python
     programs()                     # hypothesis strategy of RandomProgram (seeds 0..2**32-1)
+    value_numbering_program(seed)  # straight-line ints with repeated, commuted subexpressions (01a)
 
 Knobs: ``generate(seed, max_depth=2, n_stmts=6)``.
 """
@@ -249,3 +250,44 @@ def while_programs(n_random: int = 30, first_seed: int = 0) -> list[RandomProgra
             out.append(prog)
         seed += 1
     return out
+
+
+def value_numbering_program(seed: int, n_stmts: int = 10) -> RandomProgram:
+    """A program full of repeated subexpressions, for value-numbering checks: each statement
+    either computes a fresh expression or repeats an earlier one, often with the operands of a
+    commutative op swapped (``y * x`` after ``x * y``); now and then a parameter is reassigned, so
+    the same text after it is a *different* value (SSA gives it a new name). One ``if`` splits it
+    into blocks. Ints only; every value stays small."""
+    rng = random.Random(seed)
+    names = ["x", "y", "z"]
+    seen: list[tuple[str, str, str]] = []
+    lines = []
+    commutative = {"+": True, "*": True, "-": False, "min": True, "max": True}
+
+    def text(op, a, b):
+        return f"{op}({a}, {b})" if op in ("min", "max") else f"({a} {op} {b}) % 1009"
+
+    for k in range(n_stmts):
+        if seen and rng.random() < 0.55:
+            op, a, b = rng.choice(seen)
+            if commutative[op] and rng.random() < 0.5:
+                a, b = b, a
+        else:
+            op = rng.choice(list(commutative))
+            a, b = rng.choice(names), rng.choice(names + [str(rng.randint(1, 9))])
+            seen.append((op, a, b))
+        indent = "    "
+        if k == n_stmts // 2:
+            lines.append(f"    if {rng.choice(names)} > {rng.randint(-5, 5)}:")
+        if n_stmts // 2 <= k < n_stmts // 2 + 2:
+            indent = "        "
+        lines.append(f"{indent}t{k} = {text(op, a, b)}")
+        names.append(f"t{k}") if indent == "    " else None
+        if rng.random() < 0.15:
+            p = rng.choice(["x", "y", "z"])
+            lines.append(f"{indent}{p} = ({p} + {rng.randint(1, 5)}) % 1009")
+    outside = [n for n in names if n.startswith("t")]
+    total = " + ".join(outside) or "0"
+    source = "def f(x: int, y: int, z: int) -> int:\n" + "\n".join(lines) + f"\n    return ({total}) % 100003\n"
+    args = (rng.randint(-30, 30), rng.randint(-30, 30), rng.randint(-30, 30))
+    return RandomProgram(seed, source, "f", args, ["int", "int", "int"])

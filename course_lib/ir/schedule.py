@@ -456,6 +456,47 @@ def matmul_nest(m: int, n: int, k: int) -> ln.Loop:
     return ln.loop("i", m, [ln.loop("j", n, [ln.loop("k", k, [stmt])])])
 
 
+# ------------------------------------------------------------------------------------ the exercise's check
+def inductor_like(s: Schedule, lanes: int = 8) -> Schedule:
+    """The schedule Inductor's C++ backend picks for matmul written as a broadcast sum (01b)."""
+    return s.split("j", "jo", "ji", lanes).reorder("i", "jo", "k", "ji").vectorize("ji").parallel("i")
+
+
+def check_matmul_schedule(make, trials: int = 6, n: int = 32, seed: int = 2024):
+    """Verdict on ``make(Schedule(matmul)) -> Schedule`` (01b, exercise 8b): the scheduled nest
+    computes ``A @ B`` on ``trials`` random ragged sizes (run in lockstep / reverse parallel order),
+    vectorises >= 8 contiguous lanes, has a parallel loop of >= 2 iterations at ``n``, and misses
+    the 4 KiB cache at most half as often as :func:`inductor_like`."""
+    from course_lib.check import Verdict
+
+    gen = np.random.default_rng(seed)
+    for _ in range(trials):  # random ragged sizes: the tail of every split is exercised
+        m, nn, kk = (int(x) for x in gen.integers(1, 21, size=3))
+        s = make(Schedule(matmul_nest(m, nn, kk)))
+        if not isinstance(s, Schedule):
+            return Verdict(False, f"your function returned {type(s).__name__}, not a Schedule")
+        try:
+            nest = s.lower()
+        except ValueError as exc:
+            return Verdict(False, f"at sizes M={m}, N={nn}, K={kk}: {exc}")
+        arrs = {"A": gen.standard_normal((m, kk)), "B": gen.standard_normal((kk, nn)), "C": np.zeros((m, nn))}
+        if not np.allclose(run(nest, arrs)["C"], arrs["A"] @ arrs["B"]):
+            return Verdict(False, f"at sizes M={m}, N={nn}, K={kk} the scheduled nest computes a different C")
+    shapes = {"A": (n, n), "B": (n, n), "C": (n, n)}
+    c = cost(make(Schedule(ln.matmul(n))).lower(), shapes)
+    goal = cost(inductor_like(Schedule(ln.matmul(n))).lower(), shapes).misses // 2
+    problems = [why for bad, why in [
+        (c.lanes < 8, f"the vectorised loop has {c.lanes} lane(s); split a loop by 8 or more and vectorise the inner part"),
+        (c.gathers > 0, f"{c.gathers} vector access(es) are not contiguous: vectorise the loop that walks a row"),
+        (c.parallel < 2, f"no parallel loop with at least 2 iterations at n = {n}"),
+        (c.misses > goal, f"{c.misses} cache misses at n = {n}; the goal is at most {goal}"),
+    ] if bad]  # fmt: skip
+    if problems:
+        return Verdict(False, "; ".join(problems))
+    return Verdict(True, f"correct on {trials} random sizes; at n = {n}: {c.misses} misses (goal <= {goal}), "
+                         f"{c.lanes} lanes, {c.parallel} parallel iterations")  # fmt: skip
+
+
 def visit_order(nest: ln.Loop) -> dict:
     """{target index: step of its first update}: a vectorised loop's lanes share one step."""
     order: dict = {}
@@ -491,6 +532,8 @@ __all__ = [
     "carried_problem",
     "cost",
     "describe",
+    "check_matmul_schedule",
+    "inductor_like",
     "inductor_loops",
     "lanes",
     "matmul_nest",

@@ -114,7 +114,7 @@ def run(ir_text: str, source: str | None = None, pass_name: str = PASS_NAME) -> 
     cmd = [opt.path, *opt.flags, f"-load-pass-plugin={lib}", f"-passes={pass_name}", "-S", "-o", "-", "-"]
     done = subprocess.run(cmd, input=tools.downgrade_ir(ir_text), capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
-        raise ValueError(f"opt failed with the plugin: {tools.first_error(done.stderr)}")
+        raise ValueError(f"opt rejected the module: {tools.first_error(done.stderr)}")
     report = re.compile(re.escape(pass_name) + r": (\S+): (\d+) rewritten")
     counts = {m[1]: int(m[2]) for m in report.finditer(done.stderr)}
     shown = f"opt -load-pass-plugin={lib.name} -passes={pass_name} -S"
@@ -189,3 +189,45 @@ def udiv_power_of_two_count(ir_text: str) -> dict[str, int]:
             value = int(m[2]) % (1 << int(m[1]))
             out[fn] += value > 0 and value & (value - 1) == 0
     return out
+
+
+def check_udiv_body(body: str, seed: int = 7):
+    """Verdict on a learner's ``run`` body for UDivToLShr (02b, exercise 2b): it compiles, ``opt``
+    loads it, each function's reported count equals :func:`udiv_power_of_two_count`, no
+    power-of-two ``udiv`` is left, and every function of ``examples.UDIV_FUNCTIONS`` returns the
+    same before and after the pass on 40 argument pairs (JIT)."""
+    import random
+
+    from course_lib.check import Verdict
+    from course_lib.llvm import examples, mcjit
+
+    module = examples.UDIV_FUNCTIONS
+    try:
+        done = run(module, udiv_plugin_source(body), UDIV_PASS)
+    except ValueError as exc:
+        return Verdict(False, _learner_line(str(exc)))
+    want = udiv_power_of_two_count(module)
+    left = {f: n for f, n in udiv_power_of_two_count(done.text).items() if n}
+    if left:
+        return Verdict(False, f"power-of-two udivs are still there after your pass: {left}")
+    for name in want:
+        if done.rewritten.get(name) != want[name]:
+            return Verdict(False, f"@{name}: your pass reports {done.rewritten.get(name)} rewritten; "
+                                  "count every udiv you replace, and only those")  # fmt: skip
+    gen = random.Random(seed)
+    pairs = [(gen.randint(-(2**62), 2**62), gen.randint(-(2**40), 2**40)) for _ in range(38)] + [(-1, 7), (2**63 - 1, 0)]
+    for name in want:
+        before = mcjit.compile_function(module, name, "i64", ["i64", "i64"], level=0)
+        after = mcjit.compile_function(done.text, name, "i64", ["i64", "i64"], level=0)
+        for x, y in pairs:
+            if before(x, y) != after(x, y):
+                return Verdict(False, f"@{name}({x}, {y}) returns {before(x, y)} before your pass and {after(x, y)} after it")
+    return Verdict(True, f"{sum(want.values())} udivs rewritten in {len(want)} functions; "
+                         f"results equal on {len(pairs)} argument pairs each")  # fmt: skip
+
+
+def _learner_line(message: str) -> str:
+    """'L:C: error: ...' of the generated file, renumbered as a line of the learner's body."""
+    first = UDIV_TEMPLATE.splitlines().index("@BODY@") + 1
+    m = re.match(r"(\d+):(\d+): (.*)", message.split("compile: ", 1)[-1])
+    return f"the plugin does not compile: line {int(m[1]) - first + 1} of your code: {m[3]}" if m else message
