@@ -7,6 +7,7 @@ compile to cubins is timed three ways:
 
 * before: every kernel of every graph compiled one after another, as ``@triton.jit`` does on the
   first launch of each (a repeated layer's kernels compiled again, because each had its own name).
+* cache only: each distinct kernel once (source hash), one after another in this process.
 * pool + cache: each distinct kernel once (source hash), in ``course_lib.inductor.async_compile``'s
   process pool (``workers`` processes), into an empty artefact cache.
 * warm: the same again from a fresh process's point of view (empty memory, the disk records kept).
@@ -91,6 +92,8 @@ def run(layers: int = LAYERS, workers: int | None = None) -> dict:
         warm_up = async_compile.AsyncCompile(workers=1, disk_cache=False)
         warm_up.compile(jobs[:1])  # pay Triton's one-time set-up before either timing
         result["before_s"] = before(jobs)
+        distinct = list({j.key: j for j in jobs}.values())
+        result["distinct_serial_s"] = before(distinct)  # the cache alone, no pool
         pool = async_compile.AsyncCompile(workers=workers)
         report = pool.compile(jobs)
         pool.close()
@@ -106,6 +109,7 @@ def table(r: dict) -> str:
     return "\n".join([
         f"{r['model']}, kernels for {r['target']} ({r['graphs']} graph(s), {r['cpus']} CPUs, load {r['load_average']:.1f})",
         f"  before: {r['kernels']} kernels compiled one by one        {r['before_s']:7.2f} s",
+        f"  cache:  {r['distinct_sources']} distinct kernels compiled one by one       {r['distinct_serial_s']:7.2f} s",
         f"  pool:   {r['distinct_sources']} distinct, {r['compiled']} compiled by {r['workers']} workers     "
         f"{r['pool_cache_s']:7.2f} s  ({r['speedup']:.1f}x)",
         f"  warm:   {r['warm_compiled']} compiled, records read from the cache      {r['warm_s']:7.2f} s",

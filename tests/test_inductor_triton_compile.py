@@ -97,3 +97,39 @@ def test_precompile_submits_what_the_jit_would_compile(graph, tmp_path, monkeypa
     assert report is not None and report.unique == len(fns) - 1 and report.compiled == len(fns) - 1
     monkeypatch.setenv("COURSE_COMPILE_WORKERS", "0")
     assert not async_compile.enabled()
+
+
+class _H200Driver:
+    """Stands in for Triton's CUDA driver: the JIT asks it for the device, stream and target only."""
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device):
+        return 0
+
+    def get_current_target(self):
+        return course_lib.triton.compile.gpu_target("sm_90")
+
+
+def test_captured_specialisation_compiles_to_the_binary_the_launch_looks_up(graph):
+    """What the pool compiles must be what the JIT's first launch asks for: the same Triton cache key.
+    Triton's JIT is driven here by a stand-in H200 driver (no GPU), with real launch arguments."""
+    from triton.runtime import driver
+
+    c, _ = graph
+    launch = c.call.__globals__["kernel2"]
+    jit = compat.triton_jit_function(launch.jit_fn)
+    args = (*[torch.float32] * 5, launch.int_args["xnumel"], launch.int_args["rnumel"])
+    kwargs = {**launch.constexprs, "num_warps": launch.num_warps}
+    before = driver._active  # None on a CPU machine; reset_active() would try to create a CUDA driver
+    driver.set_active(_H200Driver())
+    try:
+        with compat.triton_compile_scope(launch.jit_fn):
+            spec = compat.triton_capture_specialization(jit, args, kwargs)
+            assert spec is not None and json.loads(spec)["signature"]["xnumel"] == "constexpr"  # xnumel is 1
+            by_pool = compat.triton_compile_specialization(jit, spec)
+            by_launch = jit.warmup(*args, grid=(1,), **kwargs)  # what a launch with these arguments compiles
+    finally:
+        driver._active = before
+    assert by_pool.hash == by_launch.hash
