@@ -972,3 +972,58 @@ def test_sleef_prediction_is_read_from_the_installed_header():
     r = check.Lab("t").run("sleef", lambda: {"exp", "tanh", "log", "sin", "erf", "log1p", "sqrt"}, expected=want,
                            predict=True)  # fmt: skip
     assert r.status == check.FAILED and "sqrt" not in r.message.replace("'sqrt'", "")
+
+
+# ----------------------------------------------------------------------------- 03b: the autotuner (issue 19)
+
+
+def _autotuner(smem=None, registers=True, spills=True, rank=True):
+    """03b's solution, with one of its rules optionally wrong."""
+
+    def autotune(configs, meta, limits, measure):
+        def ok(m):
+            return (m["shared"] <= (smem or limits.smem_per_block)
+                    and (not registers or m["registers"] * 32 * m["num_warps"] <= limits.regs_per_sm)
+                    and (not spills or m["spills"] == 0))  # fmt: skip
+
+        kept = [c for c in configs if ok(meta[c])]
+        times = {c: measure(c) for c in kept}
+        return sorted(kept, key=times.get) if rank else kept
+
+    return autotune
+
+
+def test_autotuner_checked_against_the_h200_recording():
+    from course_lib.triton import tune
+
+    guard = ["course_lib.triton.tune:prune", "course_lib.triton.tune:autotune", "course_lib.triton.tune:fits"]
+
+    def run(fn):
+        return check.Lab("t").run("autotune", lambda: fn, verify=tune.check_autotuner, guard=guard)
+
+    assert run(_autotuner()).passed
+    no_pruning = run(lambda configs, meta, limits, measure: sorted(configs, key=measure))
+    assert no_pruning.status == check.FAILED and "cannot run there" in no_pruning.message
+    for wrong in (_autotuner(smem=232448), _autotuner(smem=262144), _autotuner(registers=False),
+                  _autotuner(spills=False), _autotuner(rank=False)):  # fmt: skip
+        assert run(wrong).status == check.FAILED
+    recorded_order = [tuple(c) for c in tune.autotune(*_h200_space())]  # the recording's ranking, hard-coded
+
+    def hard_coded(configs, meta, limits, measure):  # prunes right, times, then ranks by the H200's order
+        kept = [c for c in configs if _autotuner()([c], meta, limits, lambda c: 0.0)]
+        for c in kept:
+            measure(c)
+        return sorted(kept, key=recorded_order.index)
+
+    assert "another problem size" in run(hard_coded).message
+    reference = run(lambda configs, meta, limits, measure: tune.autotune(configs, meta, limits, measure))
+    assert reference.status == check.FAILED and "tune.autotune" in reference.message
+    fits = run(lambda c, m, lim, measure: sorted([x for x in c if tune.fits(m[x], lim)], key=measure))
+    assert fits.status == check.FAILED and "tune.fits" in fits.message
+
+
+def _h200_space():
+    from course_lib.triton import tune
+
+    space = tune.recorded_space()
+    return space.configs, space.meta, space.limits, tune.recorded_measure(space, space.limits, [])

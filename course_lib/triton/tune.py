@@ -164,7 +164,20 @@ def recorded_space(path: str = AUTOTUNE_RECORDING) -> Space | None:
         times[cfg] = row["time_us"]
     lim = rec.value["limits"]
     limits = Limits(lim["smem_per_block"], lim["regs_per_sm"], lim.get("regs_per_thread", 255))
-    return Space(configs, meta, times, limits, rec.banner())
+    return Space(configs, meta, times, limits, rec.banner)
+
+
+def _misfit(meta: dict, limits: Limits) -> str:
+    """Why a config does not fit, in words ("" when it fits)."""
+    threads = 32 * meta["num_warps"]
+    if meta["shared"] > limits.smem_per_block:
+        return f"needs {meta['shared']:,} bytes of shared memory; a block may have {limits.smem_per_block:,}"
+    if meta["registers"] * threads > limits.regs_per_sm or meta["registers"] > limits.regs_per_thread:
+        return (f"needs {meta['registers']} registers x {threads} threads; an SM has {limits.regs_per_sm:,} "
+                f"registers")  # fmt: skip
+    if meta["spills"]:
+        return f"spills {meta['spills']} bytes per thread to local memory"
+    return ""
 
 
 class OutOfResources(RuntimeError):
@@ -180,10 +193,75 @@ def recorded_measure(space: Space, limits: Limits, calls: list):
         calls.append(cfg)
         if cfg not in space.meta:
             raise KeyError(f"{config_name(cfg)} is not in the config space")
-        if not fits(space.meta[cfg], limits) or space.times_us[cfg] is None:
-            m = space.meta[cfg]
-            raise OutOfResources(f"{config_name(cfg)} did not launch or spills: {m['shared']:,} bytes of shared "
-                                 f"memory, {m['registers']} registers, {m['spills']} spill bytes")  # fmt: skip
+        why = _misfit(space.meta[cfg], limits)
+        if why or space.times_us[cfg] is None:
+            raise OutOfResources(f"{config_name(cfg)} {why or 'did not launch on the H200'}")
         return space.times_us[cfg]
 
     return measure
+
+
+# ----------------------------------------------------------------------------- checking a learner's autotuner
+
+
+def _shuffled_times(space: Space, seed: int = 3) -> dict:
+    """The same timings dealt to the configs in another order (a "different matrix"), so a
+    ranking copied from the recording does not pass."""
+    import random
+
+    ok = [c for c in space.configs if space.times_us[c] is not None]
+    values = [space.times_us[c] for c in ok]
+    random.Random(seed).shuffle(values)
+    return {**space.times_us, **dict(zip(ok, values))}
+
+
+def autotune_cases(space: Space) -> list[tuple[str, Limits, dict]]:
+    """(label, limits, timings): the H200 as recorded, and three variations of it that a rule
+    with a wrong limit, a missing register test or a hard-coded ranking gets wrong."""
+    h = space.limits
+    return [
+        ("the H200 as recorded", h, space.times_us),
+        ("a GPU with 160 KiB of shared memory per block", dataclasses.replace(h, smem_per_block=163840),
+         space.times_us),
+        ("a GPU with half the H200's register file", dataclasses.replace(h, regs_per_sm=h.regs_per_sm // 2),
+         space.times_us),
+        ("the H200, timings of another problem size", h, _shuffled_times(space)),
+    ]  # fmt: skip
+
+
+def check_autotuner(fn, space: Space | None = None):
+    """Verdict on ``fn(configs, meta, limits, measure) -> configs fastest first``.
+
+    On every case of :func:`autotune_cases`: it must time each config that fits exactly once,
+    never one that does not (that launch raises :class:`OutOfResources`, as on a GPU), and
+    return the fitting configs fastest first. The expected ranking is never shown."""
+    from course_lib.check.compare import Verdict
+
+    space = space or recorded_space()
+    if space is None:
+        return Verdict(False, f"the H200 recording data/{AUTOTUNE_RECORDING} is missing; cannot check")
+    for label, limits, times in autotune_cases(space):
+        replay = Space(space.configs, space.meta, times, limits, space.source)
+        calls: list = []
+        try:
+            got = fn(list(space.configs), {c: dict(m) for c, m in space.meta.items()}, limits,
+                     recorded_measure(replay, limits, calls))  # fmt: skip
+        except OutOfResources as exc:
+            return Verdict(False, f"on {label}: you timed a config that cannot run there ({exc})")
+        fitting = [c for c in space.configs if fits(space.meta[c], limits)]
+        got = [tuple(c) for c in got] if isinstance(got, (list, tuple)) else got
+        if not isinstance(got, list):
+            return Verdict(False, f"on {label}: expected a list of configs, got {type(got).__name__}")
+        if len(calls) != len(set(calls)):
+            return Verdict(False, f"on {label}: you timed some configs more than once ({len(calls)} timings)")
+        if set(calls) != set(fitting):
+            missing = len(set(fitting) - set(calls))
+            return Verdict(False, f"on {label}: {missing} config(s) that fit were never timed")
+        if sorted(got) != sorted(fitting):
+            return Verdict(False, f"on {label}: return every config you timed, and only those "
+                                  f"({len(got)} returned, {len(calls)} timed)")  # fmt: skip
+        ranked = sorted(fitting, key=times.__getitem__)
+        if got != ranked:
+            first = next(i for i, (a, b) in enumerate(zip(got, ranked)) if a != b)
+            return Verdict(False, f"on {label}: the ranking is not fastest first (position {first + 1} is wrong)")
+    return Verdict(True, f"pruned and ranked correctly on {len(autotune_cases(space))} cases")
