@@ -334,3 +334,74 @@ def test_vector_widths_and_sve(monkeypatch):
         assert "whilelo" in sve and "ld1w" in sve
     monkeypatch.setattr(vectorise.shutil, "which", lambda name: None)
     assert vectorise.sve_assembly() is None
+
+
+# ----------------------------------------------------------------------------- Inductor's loops as data (06c)
+@pytest.mark.parametrize(
+    "name, loops, depth",
+    [("pointwise_tail", [("x0", 16, 2672, 2)], 1), ("row_sum_tail", [("x1", 16, 368, 12)], 1),
+     ("serial_amax", [("x1", 16, 16, 10)], 0)],
+)  # fmt: skip
+def test_vector_loops_and_omp_depth_on_recorded_kernels(name, loops, depth):
+    from course_lib.cpu import inductor_loops as il
+
+    cpp = (DATA / f"inductor_{name}.cpp").read_text()
+    found = il.vector_loops(cpp)
+    assert [v.as_tuple() for v in found] == loops and il.omp_depth(cpp) == depth
+    assert all((v.full_end, v.tail) == il.expected_split(v.stop, v.lanes) for v in found)
+
+
+def test_parallel_depth_rule_cases():
+    from course_lib.cpu import inductor_loops as il
+
+    assert il.parallel_depth([13 * 77], 2) == 0  # 500 elements a thread: under min_chunk_size
+    assert il.parallel_depth([9, 203], 2) == 1  # 9 rows >= 2 threads: one level is enough
+    assert il.parallel_depth([1, 4096], 2) == 2  # one outer iteration: collapse(2)
+    assert il.parallel_depth([4096], 1) == 0  # a team of one: par == threads at once
+    assert il.parallel_depth([3, 3, 4096], 8) == 3  # par 3, then 9: neither 8 nor >= 16, so a third level
+
+
+def test_static_chunks_cover_the_range_like_libgomp():
+    from course_lib.cpu import inductor_loops as il
+
+    for n, t in ((10, 3), (168, 2), (5, 8)):
+        chunks = il.static_chunks(n, t)
+        assert chunks[0][0] == 0 and chunks[-1][1] == n and all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
+        sizes = [b - a for a, b in chunks]
+        assert max(sizes) - min(sizes) <= 1 and sizes == sorted(sizes, reverse=True)
+
+
+def test_random_graphs_are_deterministic_and_varied():
+    from course_lib.cpu import inductor_loops as il
+
+    graphs = [il.random_graph(s) for s in range(20)]
+    assert [str(g) for g in graphs] == [str(il.random_graph(s)) for s in range(20)]
+    assert {g.reduction is None for g in graphs} == {True, False}
+    x, y = graphs[0].inputs()
+    assert graphs[0].fn(x, y).shape[0] == graphs[0].shape[0]
+
+
+def test_pictures_of_kernels_and_vectorisers(monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from course_lib.cpu import inductor_loops as il
+
+    fig = il.plot_kernel_structure((DATA / "inductor_row_sum_tail.cpp").read_text(), threads=2)
+    assert len(fig.axes) == 2
+    with pytest.raises(ValueError, match="no vectorised loop"):
+        il.plot_kernel_structure("for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(9L); "
+                                 "x0+=static_cast<int64_t>(1L)) {}", threads=2)  # fmt: skip
+    rows = [["aliasing", "as written", "line 3: NOT vectorised (x)", "vectorised: vectorized loop (vectorization width: 8)"],
+            ["stride", "fixed", "line 3: NOT vectorised (y); line 4: vectorised", "NOT vectorised: no"]]  # fmt: skip
+    assert vectorise._verdict_colour(rows[0][3])[1] == "vectorised, width 8"
+    assert vectorise._verdict_colour(rows[1][2])[1].startswith("1 loop(s) yes")
+    assert len(vectorise.plot_vectorisers(rows).axes) == 1
+
+
+def test_balanced_split_reference():
+    for costs, threads in openmp.random_workloads(seed=1, count=12):
+        ok, why = openmp.split_verdict(openmp.balanced_split(costs, threads), costs, threads)
+        assert ok, why
+    ok, why = openmp.split_verdict([0, 3, 2, 4], np.ones(4), 3)
+    assert not ok and "decrease" in why
