@@ -187,14 +187,13 @@ def jobs_for(compiled, target: str = "sm_90") -> list[CompileJob]:
         if k.kind != "kernel":
             continue
         launch = call_globals[k.name]
-        jit = compat.triton_jit_function(launch.jit_fn)
-        fn = jit.fn
-        spec = compat.triton_specialization(launch.jit_fn, launch.signature, launch.constexprs, launch.int_args,
-                                            gpu_target(target), launch.num_warps)  # fmt: skip
-        src, _ = kernel_source(launch.jit_fn)
-        jobs.append(
-            CompileJob(k.name, fn.__module__, fn.__code__.co_filename, spec, canonical_source(src, fn.__name__))
-        )
+        for name, jit_fn, warps in launch.stages:
+            fn = compat.triton_jit_function(jit_fn).fn
+            spec = compat.triton_specialization(jit_fn, launch.signature, launch.constexprs, launch.int_args,
+                                                gpu_target(target), warps)  # fmt: skip
+            src, _ = kernel_source(jit_fn)
+            job = CompileJob(name, fn.__module__, fn.__code__.co_filename, spec, canonical_source(src, fn.__name__))
+            jobs.append(job)
     return jobs
 
 
@@ -241,17 +240,17 @@ def precompile(fns: dict, module: str, file: str) -> CompileReport | None:
     log = logging.getLogger("course_lib.inductor")
     try:
         jobs = []
-        for name, launch in fns.items():
+        for launch in fns.values():
             ptrs = [getattr(torch, TORCH_DTYPES[t]) for t in launch.signature.values() if t.startswith("*")]
             args = (*ptrs, launch.int_args["xnumel"], launch.int_args["rnumel"])
-            spec = compat.triton_capture_specialization(
-                launch.jit_fn, args, {**launch.constexprs, "num_warps": launch.num_warps}
-            )
-            if spec is None:
-                log.info("course_lib.inductor: this Triton cannot report a launch's specialisation; no precompile")
-                return None
-            src, _ = kernel_source(launch.jit_fn)
-            jobs.append(CompileJob(name, module, file, spec, canonical_source(src, launch.jit_fn.fn.__name__)))
+            for name, jit_fn, warps in launch.stages:
+                spec = compat.triton_capture_specialization(jit_fn, args, {**launch.constexprs, "num_warps": warps})
+                if spec is None:
+                    log.info("course_lib.inductor: this Triton cannot report a launch's specialisation; no precompile")
+                    return None
+                src, _ = kernel_source(jit_fn)
+                fn_name = compat.triton_jit_function(jit_fn).fn.__name__
+                jobs.append(CompileJob(name, module, file, spec, canonical_source(src, fn_name)))
         return shared().compile(jobs)
     except Exception as exc:  # never fail a compile because the pool could not help
         log.warning("course_lib.inductor: parallel precompile skipped (%s)", str(exc).splitlines()[0])

@@ -27,6 +27,7 @@ import dataclasses
 import importlib.util
 import math
 import os
+import re
 
 import sympy
 
@@ -93,6 +94,12 @@ def pow_rule(expr) -> str:
 PERSISTENT_RNUMEL = 8192  # rows up to this length are reduced in one tile held in registers: one read
 LOOPED_RBLOCK = 2048  # longer rows: one row a program, walked in chunks of this many elements
 PROGRAM_TILE = 4096  # elements one program's tile holds: short rows are packed XBLOCK rows a program
+# A whole-tensor reduction (one output: a loss's mean, cross entropy's sum over rows) is split: up to
+# SPLIT_MAX programs each reduce a chunk to a partial, a second one-program kernel reduces the partials
+# (Inductor's split reduction). As one program it ran on one SM of 132, latency-bound (cross entropy's
+# gather of 16384 targets: 8 dependent rounds of DRAM latency, about 40% of that workload's time).
+SPLIT_MAX = 256  # partials at most (a power of two: the second kernel loads them as one tile)
+SPLIT_RBLOCK = 512  # smallest chunk step of a split program
 
 
 def reduction_warps(tile: int) -> int:
@@ -226,6 +233,39 @@ class TritonKernel(Kernel):
         self.acc_names: dict[str, str] = {}
         if self.reduction and not self.persistent:
             self.phases, self.welford = fold_welford(plan.phases, self.rnumel)
+        self.split = self.splittable()
+        self.ws = {}  # reduction buffer -> (workspace pointer name, dtype) of its partials
+        if self.split:
+            self.rblock = min(LOOPED_RBLOCK, max(SPLIT_RBLOCK, next_pow2(-(-self.rnumel // SPLIT_MAX))))
+            self.nsplit = min(SPLIT_MAX, next_pow2(-(-self.rnumel // self.rblock)))
+            chunk = -(-self.rnumel // self.nsplit)
+            self.rchunk = -(-chunk // self.rblock) * self.rblock  # a whole number of RBLOCK steps
+            self.ws = {buf: (f"ws_ptr{i}", dtype) for i, (buf, _, _, dtype) in enumerate(self.phases[0].reductions)}
+
+    def splittable(self) -> bool:
+        """One output element, a looped row, one pass of combinable reductions and nothing stored
+        per element: the reduction can be cut into chunks whose partials combine exactly."""
+        if not (self.reduction and not self.persistent and self.xnumel == 1 and len(self.phases) == 1):
+            return False
+        phase = self.phases[0]
+        return not phase.stores and not self.welford and all(r[1] in TRITON_COMBINE for r in phase.reductions)
+
+    def arg_names(self) -> list[str]:
+        ws = [w for w, _ in self.ws.values()]
+        extra = ["RCHUNK: tl.constexpr", "NSPLIT: tl.constexpr"] if self.split else []
+        return (
+            list(self.ptrs.values()) + ws + ["xnumel", "rnumel", "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"] + extra
+        )
+
+    def constexprs(self) -> dict:
+        split = {"RCHUNK": self.rchunk, "NSPLIT": self.nsplit} if self.split else {}
+        return {"XBLOCK": self.xblock(), "RBLOCK": self.rblock, **split}
+
+    def stages(self) -> list[tuple[str, int]]:
+        """The ``@triton.jit`` functions one launch runs, in order, with their ``num_warps``."""
+        if self.split:
+            return [(f"{self.name}_partial", reduction_warps(self.rblock)), (self.name, reduction_warps(self.nsplit))]
+        return [(self.name, self.num_warps())]
 
     def acc_name(self, buf: str) -> str:
         """``acc0``, ``acc1``... in the order the kernel meets its reductions: names local to the
@@ -274,11 +314,11 @@ class TritonKernel(Kernel):
         return lines
 
     def source(self) -> str:
+        if self.split:
+            return self.split_source()
         outer_sizes, inner_sizes = self.plan.group
         xs, rs = kernel_vars(self.plan.group)
-        args = ", ".join(
-            list(self.ptrs.values()) + ["xnumel", "rnumel", "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"]
-        )
+        args = ", ".join(self.arg_names())
         head = [f"@triton.jit\ndef {self.name}({args}):", "    xoffset = tl.program_id(0) * XBLOCK"]
         outer = Scope()
         if not self.reduction:  # flatten everything into x
@@ -310,7 +350,32 @@ class TritonKernel(Kernel):
                 outer.lines.append(f"tl.store({self.ptrs[buf]} + {tile_index(index)}, {v}, xmask)")
         return "\n".join(head + ["    " + ln for ln in outer.lines])
 
-    def phase(self, phase, outer: Scope, shared, looped: bool, welford: list[WelfordPair] = ()):
+    def split_source(self) -> str:
+        """Two kernels: ``<name>_partial`` (program p reduces elements [p*RCHUNK, (p+1)*RCHUNK) and
+        stores its partials) and ``<name>`` (one program reduces the NSPLIT partials of each reduction,
+        in a fixed order, then stores the outputs)."""
+        args = ", ".join(self.arg_names())
+        start = ["xindex = tl.arange(0, XBLOCK)[:, None]", "xmask = xindex < xnumel"]
+        part = Scope()
+        part.lines += start + ["rstart = tl.program_id(0) * RCHUNK"]
+        self.phase(self.phases[0], part, None, looped=True, rstart="rstart")
+        for buf, (ws, _) in self.ws.items():
+            part.lines.append(f"tl.store({ws} + tl.program_id(0) + 0 * xindex, {self.accs[buf]}, xmask)")
+        final = Scope()
+        final.lines += start + ["sindex = tl.arange(0, NSPLIT)[None, :]"]
+        for buf, rtype, _, _ in self.phases[0].reductions:
+            acc, ws = self.accs[buf], self.ws[buf][0]
+            final.lines += [f"{acc}_part = tl.load({ws} + sindex + 0 * xindex)",
+                            f"{acc} = {TRITON_REDUCE[rtype].format(acc + '_part')}"]  # fmt: skip
+        for buf, index, expr, _ in self.plan.outer_stores:
+            v = self.emit(expr, final, final, "xmask", "xmask")
+            final.lines.append(f"tl.store({self.ptrs[buf]} + {tile_index(index)}, {v}, xmask)")
+        return "\n\n".join(
+            f"@triton.jit\ndef {name}({args}):\n" + "\n".join("    " + ln for ln in scope.lines)
+            for name, scope in ((f"{self.name}_partial", part), (self.name, final))
+        )
+
+    def phase(self, phase, outer: Scope, shared, looped: bool, welford: list[WelfordPair] = (), rstart: str = ""):
         _, inner_sizes = self.plan.group
         _, rs = kernel_vars(self.plan.group)
         mask = "xmask & rmask"
@@ -344,9 +409,10 @@ class TritonKernel(Kernel):
         for buf, index, expr, _ in phase.stores:
             v = self.emit(expr, outer, inner, mask, "xmask")
             inner.lines.append(f"tl.store({self.ptrs[buf]} + {tile_index(index)}, {v}, {mask})")
-        body = ["rindex = roffset + tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
+        first = f"{rstart} + roffset" if rstart else "roffset"  # a split program walks its own chunk
+        body = [f"rindex = {first} + tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
         body += self.decompose_lines("rindex", inner_sizes, rs) + inner.lines
-        outer.lines.append("for roffset in range(0, rnumel, RBLOCK):")
+        outer.lines.append(f"for roffset in range(0, {'RCHUNK' if rstart else 'rnumel'}, RBLOCK):")
         outer.lines += ["    " + ln for ln in body]
         for buf, rtype, _, _ in phase.reductions:
             if buf in by_total:
@@ -398,6 +464,8 @@ class TritonKernel(Kernel):
         return reduction_warps(self.xblock() * self.rblock) if self.reduction else 4
 
     def launcher(self) -> str:
+        if self.split:
+            return self.split_launcher()
         xblock = self.xblock()
         total = self.xnumel * (1 if self.reduction else self.rnumel)
         names = ", ".join(self.ptrs.values())
@@ -407,6 +475,21 @@ class TritonKernel(Kernel):
             f"    {self.name}[grid]({names}, {self.xnumel}, {self.rnumel}, XBLOCK={xblock}, RBLOCK={self.rblock}, "
             f"num_warps={self.num_warps()})"
         )
+
+    def split_launcher(self) -> str:
+        """Allocate the partials (one float per program and reduction), then launch both kernels."""
+        names = ", ".join(self.ptrs.values())
+        device = next(iter(self.ptrs.values()))
+        alloc = [f"    {ws} = torch.empty({self.nsplit}, dtype=torch.{dtype}, device={device}.device)"
+                 for ws, dtype in self.ws.values()]  # fmt: skip
+        args = ", ".join([names] + [w for w, _ in self.ws.values()])
+        consts = ", ".join(f"{k}={v}" for k, v in self.constexprs().items())
+        (part, wp), (final, wf) = self.stages()
+        return "\n".join(
+            [f"def launch_{self.name}({names}):", *alloc,
+             f"    {part}[({self.nsplit},)]({args}, {self.xnumel}, {self.rnumel}, {consts}, num_warps={wp})",
+             f"    {final}[(1,)]({args}, {self.xnumel}, {self.rnumel}, {consts}, num_warps={wf})"]
+        )  # fmt: skip
 
 
 def module_source(kernels, persistent_rnumel: int | None = None) -> str:
@@ -419,17 +502,19 @@ def module_source(kernels, persistent_rnumel: int | None = None) -> str:
         src = tk.source()
         same = first_with.setdefault(canonical_source(src, k.name), k.name)
         if same != k.name:  # a repeated block (12 identical layers): one function, compiled once
-            src = f"{k.name} = {same}  # the same kernel as {same}"
+            src = "\n".join(f"{n} = {n.replace(k.name, same, 1)}  # the same kernel as {same}" for n, _ in tk.stages())
         body += [src, "", tk.launcher(), ""]
         if tk.welford and WELFORD_COMBINE not in parts:
             parts += [WELFORD_COMBINE]
+        if tk.split and "import torch" not in parts:
+            parts.insert(0, "import torch")  # the launcher allocates the partials
     return "\n".join(parts + body)
 
 
 def canonical_source(source: str, name: str) -> str:
     """A kernel's source with its own name blanked: two kernels that differ only by name are one
     kernel (Inductor's ``src_to_kernel`` reuse; its code cache keys kernels by a hash of this text)."""
-    return source.replace(f"def {name}(", "def KERNEL(", 1)
+    return re.sub(rf"\bdef {name}(_partial)?\(", r"def KERNEL\1(", source)
 
 
 def build(kernels, graph, persistent_rnumel: int | None = None):
@@ -449,17 +534,19 @@ def build(kernels, graph, persistent_rnumel: int | None = None):
     for k in kernels:
         launch = getattr(mod, f"launch_{k.name}")
         tk = TritonKernel(k.name, k.plan, persistent_rnumel or PERSISTENT_RNUMEL)
-        launch.jit_fn = getattr(mod, k.name)
+        launch.jit_fn = getattr(mod, k.name)  # the kernel that stores the outputs
         launch.signature = {
             **{p: "*" + TRITON_SIG[dtypes.get(b, "float32")] for b, p in tk.ptrs.items()},
+            **{ws: "*" + TRITON_SIG[dtype] for ws, dtype in tk.ws.values()},
             "xnumel": "i32",
             "rnumel": "i32",
-            "XBLOCK": "constexpr",
-            "RBLOCK": "constexpr",
+            **{c: "constexpr" for c in tk.constexprs()},
         }
-        launch.constexprs = {"XBLOCK": tk.xblock(), "RBLOCK": tk.rblock}
-        launch.num_warps = tk.num_warps()
+        launch.constexprs = tk.constexprs()
+        launch.num_warps = tk.stages()[-1][1]
         launch.int_args = {"xnumel": tk.xnumel, "rnumel": tk.rnumel}  # the JIT specialises on their values
+        # every @triton.jit function the launch runs (two for a split reduction), with its num_warps
+        launch.stages = [(name, getattr(mod, name), warps) for name, warps in tk.stages()]
         fns[k.name] = launch
     if env.mode() == "gpu" and os.environ.get("TRITON_INTERPRET") != "1":
         from course_lib.inductor import async_compile
@@ -483,7 +570,6 @@ def compile_to_ptx(compiled, target: str = "sm_90") -> dict:
     for k in compiled.schedule.kernels:
         if k.kind == "kernel":
             launch = call_globals[k.name]
-            out[k.name] = compile_stages(
-                launch.jit_fn, launch.signature, launch.constexprs, target, num_warps=launch.num_warps
-            )
+            for name, jit_fn, warps in launch.stages:
+                out[name] = compile_stages(jit_fn, launch.signature, launch.constexprs, target, num_warps=warps)
     return out

@@ -1,7 +1,8 @@
-"""Welford in course_lib's Triton reductions: a looped row's mean and variance from one read.
+"""Reductions in course_lib's Triton code: Welford (a looped row's mean and variance from one
+read) and split reductions (a whole-tensor reduction spread over many programs).
 
-Run in Triton's interpreter on the CPU, on rows forced onto the looped path (``PERSISTENT_RNUMEL``
-lowered) with a chunk that does not divide the row (masked tail lanes), against eager PyTorch.
+Run in Triton's interpreter on the CPU against eager PyTorch; Welford's rows are forced onto the looped
+path (``PERSISTENT_RNUMEL`` lowered) with a chunk that does not divide the row (masked tail lanes).
 """
 
 import pytest
@@ -111,3 +112,45 @@ def test_combine_rule_matches_a_two_pass_variance():
     whole = np.concatenate([a, b])
     assert np.isclose(mean, whole.mean()) and np.isclose(m2, ((whole - whole.mean()) ** 2).sum())
     assert "n_b / " in tcg.WELFORD_COMBINE and "delta * delta * n_a * share_b" in tcg.WELFORD_COMBINE
+
+
+# ---------------------------------------------------------------------------
+# split reductions: a whole-tensor reduction over many programs
+# ---------------------------------------------------------------------------
+
+
+def test_cross_entropy_loss_is_split_over_many_programs():
+    """The loss's mean over 20000 rows: partials from 40 programs (of 64), then one program."""
+    torch.manual_seed(4)
+    x, t = torch.randn(20000, 8), torch.randint(0, 8, (20000,))
+
+    def f(x, t):
+        return (F.cross_entropy(x, t),)
+
+    c = _compile(f, x, t)
+    assert "def kernel1_partial(" in c.kernel_code and "kernel1_partial[(64,)]" in c.kernel_code, c.kernel_code
+    torch.testing.assert_close(c(x, t)[0], f(x, t)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n", [8193, 50000])
+def test_whole_tensor_sum_max_and_mean_match_eager(n):
+    """Chunks that do not divide the tensor, programs with nothing to do (identity partials)."""
+    torch.manual_seed(5)
+    y = torch.randn(3, n)
+
+    def f(y):
+        return (y.sum(), y.amax(), (y * y).mean(), y.amin())
+
+    c = _compile(f, y)
+    assert "_partial(" in c.kernel_code
+    for got, ref in zip(c(y), f(y), strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-4)
+
+
+def test_split_is_compiled_for_sm_90():
+    torch.manual_seed(6)
+    y = torch.randn(40000)
+    c = _compile(lambda y: (y.abs().sum(),), y)
+    stages = tcg.compile_to_ptx(c, "sm_90")
+    assert sorted(stages) == ["kernel0", "kernel0_partial"]
+    assert all("ld.global" in s["ptx"] for s in stages.values())
