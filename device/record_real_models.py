@@ -1,48 +1,138 @@
 """Record the real-model suite on the GPU machine: each transformers model (tiny config, random
 weights) through ``backend="course_lib"`` on CUDA (course_lib.aot, then Triton kernels), inference
-and one training step against eager, plus which graphs fell back and why.
+and one training step against eager, which graphs fell back and why, and the time of one training
+step eager, through Inductor and through the course backend.
 
 Usage (device/run_all.sh runs it): ``python3 device/record_real_models.py OUT_DIR``; writes
 ``OUT_DIR/real_models.json`` (kept in data/real_models/). Falls back to CPU with a note when no
 GPU is present, so the script itself can be tried anywhere.
+
+How, to fit a short GPU lease: one process per (model, backend) job, all compiling at once on the
+machine's cores; a barrier once every job has compiled; then the jobs take turns (a lock) to time
+their steps, so no timing overlaps another job's work. Correctness runs in full fp32 (TF32 off, see
+``real_models.compare``); one extra job repeats MobileNetV2 through Inductor with TF32 on, which
+shows what TF32 alone does to that model. Timing: median of 20 training steps (forward, loss,
+backward) after 3 warm-up steps, ``torch.cuda.synchronize()`` before and after each step.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import os
 import pathlib
 import platform
 import sys
 import time
 import traceback
 
+DEADLINE_S = float(os.environ.get("RECORD_DEADLINE_S", "400"))  # then rows not in yet are recorded as missing
 
-def main(out_dir: str) -> None:
-    import torch
 
+def _job(kind: str, name: str, device: str, barrier, lock, out: str) -> None:
+    """One (model, backend) job; writes ``out`` (a JSON row)."""
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # the jobs already fill the cores
     from course_lib.aot import real_models
     from course_lib.inductor import fallback_report
 
+    row: dict = {"name": name, "job": kind}
+    keep: dict = {}
+    t0 = time.perf_counter()
+    try:
+        if kind == "course":
+            fallback_report().clear()
+            cmp = real_models.compare(name, backend="course_lib", device=device, keep=keep)
+            row.update(dataclasses.asdict(cmp), ok=cmp.ok(), fallbacks=str(fallback_report()))
+        elif kind == "inductor":
+            cmp = real_models.compare(name, backend="inductor", device=device, keep=keep)
+            row.update(inductor_grad_error=cmp.grad_error, inductor_ok=cmp.ok(), inductor_compile_s=cmp.compile_s)
+        else:  # "inductor_tf32": the same check with TF32 convolutions, as torch runs by default
+            cmp = real_models.compare(name, backend="inductor", device=device, allow_tf32=True)
+            row.update(tf32_inductor_grad_error=cmp.grad_error, tf32_inductor_train_output_error=cmp.train_output_error)
+    except Exception as exc:  # record the failure, go on with the barrier and the others
+        row[f"{kind}_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        row[f"{kind}_trace"] = traceback.format_exc()[-2000:]
+        if kind == "course":
+            row["ok"] = False
+    row["seconds"] = round(time.perf_counter() - t0, 1)
+    try:
+        barrier.wait(timeout=DEADLINE_S)
+    except Exception:  # a job that died or ran out of time: time what we have anyway
+        pass
+    if keep:
+        with lock, real_models.tf32(False):
+            if kind == "course":
+                row["eager_ms"] = real_models.step_ms(keep["eager"], keep["eager"], keep["inputs"])
+                row["course_ms"] = real_models.step_ms(keep["twin"], keep["compiled"], keep["inputs"])
+            else:
+                row["inductor_ms"] = real_models.step_ms(keep["twin"], keep["compiled"], keep["inputs"])
+    pathlib.Path(out).write_text(json.dumps(row, default=str))
+
+
+def _merge(parts: list[dict]) -> dict:
+    row: dict = {}
+    for p in parts:
+        row.update({k: v for k, v in p.items() if k not in ("job", "seconds")})
+        row[f"{p['job']}_job_s"] = p.get("seconds")
+    if "course_ms" in row and "eager_ms" in row:
+        row["course_over_eager"] = round(row["course_ms"] / row["eager_ms"], 3)
+    if "course_ms" in row and "inductor_ms" in row:
+        row["course_over_inductor"] = round(row["course_ms"] / row["inductor_ms"], 3)
+    return row
+
+
+def _geomean(xs: list[float]) -> float | None:
+    return round(math.exp(sum(math.log(x) for x in xs) / len(xs)), 3) if xs else None
+
+
+def main(out_dir: str) -> None:
+    import multiprocessing as mp
+
+    import torch
+
+    from course_lib.aot import real_models
+
     out = pathlib.Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    parts_dir = out / "parts"
+    parts_dir.mkdir(parents=True, exist_ok=True)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    rows = []
-    for name in real_models.MODELS:
-        fallback_report().clear()
-        t0 = time.perf_counter()
-        try:
-            row = dataclasses.asdict(real_models.compare(name, backend="course_lib", device=device))
-            row["ok"] = real_models.Comparison(**row).ok()
-        except Exception as exc:  # record the failure, go on with the next model
-            row = {"name": name, "ok": False, "error": f"{type(exc).__name__}: {exc}".splitlines()[0],
-                   "trace": traceback.format_exc()[-2000:]}  # fmt: skip
-        row["seconds"] = round(time.perf_counter() - t0, 1)
-        row["fallbacks"] = str(fallback_report())
-        rows.append(row)
-        print(json.dumps({k: v for k, v in row.items() if k != "trace"}), flush=True)
+    names = [n for n in os.environ.get("RECORD_MODELS", ",".join(real_models.MODELS)).split(",") if n]
+    jobs = [(kind, name) for name in names for kind in ("course", "inductor")]
+    if "mobilenet_v2" in names:
+        jobs.append(("inductor_tf32", "mobilenet_v2"))
+    ctx = mp.get_context("spawn")
+    barrier, lock = ctx.Barrier(len(jobs)), ctx.Lock()
+    t0 = time.perf_counter()
+    procs = []
+    for kind, name in jobs:
+        path = str(parts_dir / f"{name}.{kind}.json")
+        p = ctx.Process(target=_job, args=(kind, name, device, barrier, lock, path))
+        p.start()
+        procs.append((p, kind, name, path))
+    for p, *_ in procs:
+        p.join(timeout=max(1.0, DEADLINE_S + 60 - (time.perf_counter() - t0)))
+        if p.is_alive():
+            p.terminate()
+    by_name: dict[str, list[dict]] = {}
+    for _, kind, name, path in procs:
+        part = json.loads(pathlib.Path(path).read_text()) if os.path.exists(path) else {
+            "name": name, "job": kind, f"{kind}_error": "no result before the deadline"}  # fmt: skip
+        by_name.setdefault(name, []).append(part)
+    rows = [_merge(by_name[name]) for name in names]
+    for r in rows:
+        print(json.dumps({k: v for k, v in r.items() if not k.endswith("trace")}), flush=True)
+    timed = [r for r in rows if "course_over_eager" in r]
     meta = {"device": torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu",
-            "torch": torch.__version__, "python": platform.python_version()}  # fmt: skip
+            "torch": torch.__version__, "python": platform.python_version(),
+            "precision": "fp32 (TF32 off for convolutions and matmuls) unless a field says tf32",
+            "timing": "median of 20 training steps (forward, loss, backward) after 3 warm-up steps, "
+                      "torch.cuda.synchronize() before and after each; one job timing at a time",
+            "compile_note": "jobs compiled concurrently, one process per (model, backend) on the machine's cores",
+            "geomean_course_over_eager": _geomean([r["course_over_eager"] for r in timed]),
+            "geomean_course_over_inductor": _geomean([r["course_over_inductor"] for r in timed
+                                                      if "course_over_inductor" in r]),
+            "wall_s": round(time.perf_counter() - t0, 1)}  # fmt: skip
     try:
         import transformers
 
@@ -50,6 +140,7 @@ def main(out_dir: str) -> None:
     except ImportError:
         pass
     (out / "real_models.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    print(json.dumps(meta), flush=True)
 
 
 if __name__ == "__main__":

@@ -47,3 +47,30 @@ def test_families_covered():
 def test_unknown_model_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown real model 'alexnet'"):
         real_models.build("alexnet")
+
+
+def test_compare_runs_in_fp32_and_restores_tf32():
+    """MobileNetV2's wrong gradients on the H200 (0.61) were TF32, not a kernel: with TF32
+    convolutions (torch's default on a GPU) a last-bit difference rounds differently and the
+    model's two-value batch norms amplify it. compare() now checks in fp32 and puts the flags back."""
+    seen = []
+
+    def spy(gm, example_inputs):
+        seen.append((torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32))
+        return gm.forward
+
+    before = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    torch.backends.cudnn.allow_tf32 = True
+    try:
+        assert real_models.compare("gpt2", backend=spy).ok()
+        assert seen and all(flags == (False, False) for flags in seen)
+        assert torch.backends.cudnn.allow_tf32 is True
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def test_mobilenet_is_ill_conditioned_under_tf32():
+    """The reason TF32 is off in compare(): rounding every convolution operand of MobileNetV2 to
+    TF32 (emulated on CPU) moves its gradients by O(1); ConvNeXt's barely move."""
+    assert real_models.tf32_sensitivity("mobilenet_v2")[0] > 0.3
+    assert real_models.tf32_sensitivity("convnext")[0] < 0.02

@@ -11,6 +11,7 @@ training steps see the same function.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable
 
@@ -114,8 +115,33 @@ def _rel(a: torch.Tensor, b: torch.Tensor, floor: float = 0.0) -> float:
     )
 
 
-def compare(name: str, backend="course_lib", device: str = "cpu") -> Comparison:
-    """Inference, then one training step (forward, loss, backward), compiled vs eager on copies."""
+@contextlib.contextmanager
+def tf32(enabled: bool):
+    """Let cuDNN convolutions and cuBLAS matmuls round their fp32 operands to TF32 (10 mantissa
+    bits) or not, for the duration. torch's defaults on a GPU: convolutions on, matmuls off."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def compare(name: str, backend="course_lib", device: str = "cpu", allow_tf32: bool = False,
+            keep: dict | None = None) -> Comparison:  # fmt: skip
+    """Inference, then one training step (forward, loss, backward), compiled vs eager on copies.
+
+    Both sides run in full fp32 unless ``allow_tf32``: with TF32 convolutions a value that differs
+    in its last bit (another summation order) can round to another TF32 number, and a model whose
+    batch norm sees only two values a channel (MobileNetV2 here) amplifies that to O(1) gradient
+    differences for any backend, Inductor included (see :func:`tf32_sensitivity`).
+    ``keep``, when given, receives the eager model, the compiled one and the inputs (for timing).
+    """
+    with tf32(allow_tf32):
+        return _compare(name, backend, device, keep)
+
+
+def _compare(name: str, backend, device: str, keep: dict | None) -> Comparison:
     import copy
     import time
 
@@ -150,23 +176,43 @@ def compare(name: str, backend="course_lib", device: str = "cpu") -> Comparison:
         err = _rel(p.grad, grads[n], 1e-3 * scale)
         if err > worst:
             worst, worst_name = err, n
+    if keep is not None:
+        keep.update(eager=model, twin=twin, compiled=compiled, inputs=inputs)
     return Comparison(name, out_err, _rel(loss_c, loss_e), worst, worst_name, len(grads), (t1 - t0) - (t2 - t1))
 
 
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
+def _sync(device) -> None:
+    if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
 
 
-def step_seconds(name: str, backend=None, device: str = "cpu", iters: int = 20, warmup: int = 3) -> dict:
-    """Time one training step (forward, loss, backward) of a model, eager (``backend=None``) or
-    compiled: ``{"compile_s": first call, "step_ms": median of `iters` timed steps}``.
-
-    Each timed step is bracketed by ``torch.cuda.synchronize()`` on a GPU (the kernels are
-    asynchronous), so a step's time covers its whole forward and backward. Gradients are reset
-    to None between steps, the same for every backend.
-    """
+def step_ms(module: torch.nn.Module, run, inputs: dict, iters: int = 20, warmup: int = 3) -> float:
+    """Median milliseconds of one training step (forward, loss, backward) of ``run`` (``module``
+    itself or its compiled form). Each step is bracketed by ``torch.cuda.synchronize()`` on a GPU
+    (kernels are asynchronous), so it covers the whole forward and backward, launches included.
+    Gradients are reset to None before every step, the same for every backend."""
     import statistics
+    import time
+
+    device = next(iter(inputs.values())).device
+    module.train()
+
+    def step() -> float:
+        module.zero_grad(set_to_none=True)
+        _sync(device)
+        t0 = time.perf_counter()
+        loss_of(run(**inputs)).backward()
+        _sync(device)
+        return time.perf_counter() - t0
+
+    for _ in range(warmup):
+        step()
+    return round(1e3 * statistics.median(step() for _ in range(iters)), 4)
+
+
+def step_seconds(name: str, backend=None, device: str = "cpu", iters: int = 20, warmup: int = 3) -> dict:
+    """Build a model, compile it with ``backend`` (None: eager) and time its training step:
+    ``{"compile_s": the first step, compile included, "step_ms": median of the timed steps}``."""
     import time
 
     from course_lib import compat
@@ -176,17 +222,39 @@ def step_seconds(name: str, backend=None, device: str = "cpu", iters: int = 20, 
     model = model.to(device).train()
     inputs = {k: v.to(device) for k, v in inputs.items()}
     run = model if backend is None else torch.compile(model, backend=backend)
+    t0 = time.perf_counter()
+    loss_of(run(**inputs)).backward()
+    _sync(device)
+    first = time.perf_counter() - t0
+    return {"compile_s": round(first, 3), "step_ms": step_ms(model, run, inputs, iters, warmup)}
 
-    def step() -> float:
-        model.zero_grad(set_to_none=True)
-        _sync(device)
-        t0 = time.perf_counter()
-        loss_of(run(**inputs)).backward()
-        _sync(device)
-        return time.perf_counter() - t0
 
-    first = step()
-    for _ in range(warmup):
-        step()
-    times = [step() for _ in range(iters)]
-    return {"compile_s": round(first, 3), "step_ms": round(1e3 * statistics.median(times), 4)}
+def round_to_tf32(t: torch.Tensor) -> torch.Tensor:
+    """``t`` rounded to the nearest TF32 value (fp32 with 10 mantissa bits), as tensor cores read it."""
+    bits = t.detach().contiguous().view(torch.int32)
+    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32).view(t.shape)
+
+
+def tf32_sensitivity(name: str) -> tuple[float, str]:
+    """How far a model's gradients move on CPU when every convolution rounds its operands to TF32
+    (a GPU's default): worst relative parameter-gradient change (as in :class:`Comparison`) and
+    where. A large number means the model is ill-conditioned, not that a backend is wrong."""
+    import copy
+
+    model, inputs = build(name)
+    model.train()
+    twin = copy.deepcopy(model)
+    loss_of(model(**inputs)).backward()
+    conv_forward = torch.nn.Conv2d._conv_forward
+
+    def rounded(self, x, w, b):  # the rounded value forward, the gradient straight through
+        return conv_forward(self, x + (round_to_tf32(x) - x.detach()), w + (round_to_tf32(w) - w.detach()), b)
+
+    torch.nn.Conv2d._conv_forward = rounded
+    try:
+        loss_of(twin(**inputs)).backward()
+    finally:
+        torch.nn.Conv2d._conv_forward = conv_forward
+    grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+    scale = max(float(g.abs().max()) for g in grads.values())
+    return max((_rel(p.grad, grads[n], 1e-3 * scale), n) for n, p in twin.named_parameters() if n in grads)
