@@ -253,11 +253,17 @@ def test_a_guard_on_a_renamed_reference_says_so_and_the_check_still_runs(capsys)
 # the learner did not write: no key, no item, no length, no type, no two-valued entry by position.
 LEAKS = [
     # a dict of booleans: naming the wrong key is the answer (flip it)
-    ({"restrict": True, "expf": False, "early exit": False}, {"restrict": True, "expf": True, "early exit": False},
-     ["expf", "False"]),
+    (
+        {"restrict": True, "expf": False, "early exit": False},
+        {"restrict": True, "expf": True, "early exit": False},
+        ["expf", "False"],
+    ),
     # a key left out must not be named, nor how many keys there are
-    ({"restrict": True, "expf": False, "early exit": False}, {"restrict": True, "expf": False},
-     ["early exit", "3 keys", "3 entries"]),
+    (
+        {"restrict": True, "expf": False, "early exit": False},
+        {"restrict": True, "expf": False},
+        ["early exit", "3 keys", "3 entries"],
+    ),
     ({"mm": 2, "add": 1}, {"mm": 2, "sub": 1}, ["'add'", "2 keys"]),
     # lengths of lists and sizes of sets
     ([4, 8, 16], [4, 8], ["3 entries", "has 3", "16"]),

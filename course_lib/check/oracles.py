@@ -23,10 +23,7 @@ import functools
 import json
 import math
 import os
-import socket
-import sys
 import tempfile
-import traceback
 from collections.abc import Callable
 
 from course_lib.check.compare import Verdict, short_repr
@@ -641,58 +638,35 @@ def _record_traffic(fn, log: list):
     return undo
 
 
-def _ring_worker(rank: int, world: int, port: int, fn, numel: int, out_dir: str) -> None:
-    try:
-        import torch
-        import torch.distributed as dist
-
-        torch.set_num_threads(1)
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-        x = torch.randn(numel, generator=torch.Generator().manual_seed(1234 + rank))
-        want = x.clone()
-        dist.all_reduce(want)
-        log: list = []
-        _record_traffic(fn, log)  # the process ends after this; nothing to undo
-        got = fn(x.clone(), rank, world)
-        res = {"ok": bool(torch.allclose(got, want, atol=1e-5, rtol=1e-5)), "error_max": float((got - want).abs().max()),
-               "log": log}  # fmt: skip
-    except Exception:  # report, never hang the parent
-        res = {"error": traceback.format_exc()[-800:]}
-    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
-        json.dump(res, f)
-    try:
-        dist.destroy_process_group()
-    except Exception:  # noqa: BLE001 - the result is written already
-        pass
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_ring(fn, world: int, numel: int, timeout: float = 60.0) -> dict:
-    """Run ``fn(tensor, rank, world)`` on ``world`` gloo processes; {rank: result or error}."""
-    import multiprocessing
+    """Run ``fn(tensor, rank, world)`` on ``world`` gloo processes; {rank: result or error}.
 
-    import torch  # noqa: F401  (imported before forking, so workers start warm)
+    The processes are :func:`course_lib.gpu.collectives.check_allreduce`'s (values compared with
+    ``dist.all_reduce`` there); each rank's calls are recorded by a wrapper around ``fn`` that
+    writes its log to a file the parent reads back: {"ok", "error_max", "log"} or {"error"}.
+    """
+    from course_lib.gpu import collectives
 
-    ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-    port = _free_port()
-    with tempfile.TemporaryDirectory() as out_dir:
-        procs = [ctx.Process(target=_ring_worker, args=(r, world, port, fn, numel, out_dir)) for r in range(world)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(timeout)
-        for p in procs:
-            if p.is_alive():
-                p.kill()
+    with tempfile.TemporaryDirectory() as log_dir:
+
+        def recorded(t, rank: int, world_: int):
+            log: list = []
+            _record_traffic(fn, log)  # in the worker process, which ends after this: nothing to undo
+            try:
+                return fn(t, rank, world_)
+            finally:
+                with open(os.path.join(log_dir, f"log{rank}.json"), "w") as f:
+                    json.dump(log, f)
+
+        results = collectives.check_allreduce({"answer": recorded}, world=world, numel=numel, timeout=timeout)
         out = {}
-        for r in range(world):
-            path = os.path.join(out_dir, f"rank{r}.json")
-            out[r] = json.load(open(path)) if os.path.exists(path) else {"error": "no result (timed out or crashed)"}
+        for rank, res in results.items():
+            if "error" in res:
+                out[rank] = {"error": res["error"]}
+                continue
+            path = os.path.join(log_dir, f"log{rank}.json")
+            log = json.load(open(path)) if os.path.exists(path) else []
+            out[rank] = {"ok": res["answer"]["ok"], "error_max": res["answer"]["max_error"], "log": log}
     return out
 
 
