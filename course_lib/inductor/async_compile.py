@@ -39,6 +39,11 @@ from course_lib import env
 
 #: ``COURSE_COMPILE_WORKERS=n`` sets the pool size (1: compile in this process, one after another).
 WORKERS_ENV = "COURSE_COMPILE_WORKERS"
+TIMEOUT_S = 120  # one kernel's compile takes seconds; a worker silent this long is stuck
+
+
+def _triton_environ() -> tuple:
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("TRITON_")))
 
 
 def default_workers() -> int:
@@ -57,6 +62,7 @@ class CompileJob:
     file: str  # the module's file (generated modules live under the cache, not on sys.path)
     spec: str  # Triton's specialisation JSON (compat.triton_capture_specialization / triton_specialization)
     source: str  # the kernel's source with its name blanked: with ``spec``, the cache key
+    environ: tuple = ()  # the submitter's TRITON_* variables: Triton's cache folder and key read them
 
     @property
     def key(self) -> str:
@@ -88,6 +94,9 @@ def _run_job(job: CompileJob) -> dict:
     from course_lib import compat
     from course_lib.triton import compile as triton_compile
 
+    for name in [n for n in os.environ if n.startswith("TRITON_")]:
+        os.environ.pop(name)
+    os.environ.update(dict(job.environ))  # a pooled worker may outlive a change of cache folder
     if compat.triton_language_patched():
         raise RuntimeError("triton.language is patched by the interpreter in this process; cannot compile here")
     module = triton_compile._import_kernel_module(job.module, job.file)
@@ -112,22 +121,30 @@ class AsyncCompile:
     artefact cache), is not compiled again.
     """
 
-    def __init__(self, workers: int | None = None, disk_cache: bool = True):
+    def __init__(self, workers: int | None = None, disk_cache: bool = True, start: str | None = None):
         self.workers = workers or default_workers()
+        self.start = start  # multiprocessing start method (default fork)
         self.disk_cache = disk_cache
         self.memory: dict[str, dict] = {}
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
 
     def pool(self) -> concurrent.futures.ProcessPoolExecutor:
         if self._pool is None:
-            ctx = multiprocessing.get_context("fork")  # workers inherit the imports: no start-up cost
+            # fork: workers inherit the imports and Triton's warm state, no start-up cost. With a CUDA
+            # context in the parent that is safe only because a worker never calls the driver (it
+            # compiles for an explicit target); a worker that hangs anyway is killed after TIMEOUT_S.
+            # (spawn / forkserver would re-run the main script in every worker, and import torch there.)
+            ctx = multiprocessing.get_context(self.start or "fork")
             self._pool = concurrent.futures.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
             atexit.register(self.close)  # shut the workers down before the interpreter tears down
         return self._pool
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
         if self._pool is not None:
-            self._pool.shutdown()
+            if kill:  # a worker that hangs would block shutdown(): end the pool's processes
+                for proc in list(getattr(self._pool, "_processes", {}).values()):
+                    proc.terminate()
+            self._pool.shutdown(wait=not kill, cancel_futures=True)
             self._pool = None
 
     def _from_disk(self, key: str) -> dict | None:
@@ -166,7 +183,11 @@ class AsyncCompile:
             done.update({key: _run_job(job) for key, job in todo.items()})
         elif todo:
             futures = {key: self.pool().submit(_run_job, job) for key, job in todo.items()}
-            done.update({key: f.result() for key, f in futures.items()})
+            try:
+                done.update({key: f.result(timeout=TIMEOUT_S) for key, f in futures.items()})
+            except Exception:
+                self.close(kill=True)  # a broken or hung pool is not reused
+                raise
         for key, record in done.items():
             self.memory[key] = record
             self._to_disk(key, record)
@@ -192,7 +213,8 @@ def jobs_for(compiled, target: str = "sm_90") -> list[CompileJob]:
             spec = compat.triton_specialization(jit_fn, launch.signature, launch.constexprs, launch.int_args,
                                                 gpu_target(target), warps)  # fmt: skip
             src, _ = kernel_source(jit_fn)
-            job = CompileJob(name, fn.__module__, fn.__code__.co_filename, spec, canonical_source(src, fn.__name__))
+            job = CompileJob(name, fn.__module__, fn.__code__.co_filename, spec, canonical_source(src, fn.__name__),
+                             _triton_environ())  # fmt: skip
             jobs.append(job)
     return jobs
 
@@ -213,6 +235,12 @@ def shared() -> AsyncCompile:
     if not _SHARED:
         _SHARED.append(AsyncCompile())
     return _SHARED[0]
+
+
+def reset() -> None:
+    """Close the process's pool and forget what it compiled (a benchmark's cold start)."""
+    while _SHARED:
+        _SHARED.pop().close()
 
 
 def enabled() -> bool:
@@ -250,7 +278,7 @@ def precompile(fns: dict, module: str, file: str) -> CompileReport | None:
                     return None
                 src, _ = kernel_source(jit_fn)
                 fn_name = compat.triton_jit_function(jit_fn).fn.__name__
-                jobs.append(CompileJob(name, module, file, spec, canonical_source(src, fn_name)))
+                jobs.append(CompileJob(name, module, file, spec, canonical_source(src, fn_name), _triton_environ()))
         return shared().compile(jobs)
     except Exception as exc:  # never fail a compile because the pool could not help
         log.warning("course_lib.inductor: parallel precompile skipped (%s)", str(exc).splitlines()[0])
