@@ -262,3 +262,33 @@ def plot_kernel_structure(cpp: str, threads: int, title: str = "", zoom: int = 3
         bottom.spines[side].set_visible(False)
     fig.tight_layout()
     return fig
+
+
+# ----------------------------------------------------------------------------- what the wrapper launches
+_LAUNCH = re.compile(r"^\s*(?:\w+\s*=\s*)?(cpp_fused_\w+|extern_kernels\.\w+|torch\.ops\.\w+\.\w+(?:\.\w+)?)\(", re.M)
+
+
+def launches(wrapper: str) -> list[str]:
+    """What the ``call`` function of Inductor's Python wrapper runs, in order: its own C++ kernels
+    (``cpp_fused_*``) and the operations it hands to ATen or oneDNN (``extern_kernels.addmm``,
+    ``torch.ops.aten.cumsum.default``)."""
+    start = wrapper.find("def call(")
+    if start < 0:
+        raise ValueError("no 'def call(' in this wrapper: is it Inductor's output code?")
+    end = wrapper.find("\n\n\n", start)
+    return _LAUNCH.findall(wrapper[start : end if end > 0 else None])
+
+
+def launch_counts(wrapper: str) -> tuple[int, int]:
+    """(C++ kernels Inductor wrote, operations it called instead) for one compiled graph."""
+    found = launches(wrapper)
+    own = sum(name.startswith("cpp_fused_") for name in found)
+    return own, len(found) - own
+
+
+def compile_launch_counts(fn, *args) -> tuple[int, int]:
+    """:func:`launch_counts` of ``fn`` compiled now by Inductor (static shapes)."""
+    from course_lib import compat
+
+    _, codes = compat.inductor_run_and_get_code(fn, *args, dynamic=False)
+    return launch_counts("\n".join(codes))
