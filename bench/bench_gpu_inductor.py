@@ -51,6 +51,7 @@ def workloads(torch, device: str, rows: int, cols: int) -> dict:
 
     x, y = randn(rows, cols), randn(rows, cols)
     w, b = randn(cols), randn(cols)
+    wl, bl = randn(cols * 8), randn(cols * 8)
     t = torch.randint(0, cols, (rows,), generator=g).to(device)
     big, vec = rows * cols * 4, cols * 4
     return {
@@ -70,6 +71,14 @@ def workloads(torch, device: str, rows: int, cols: int) -> dict:
             (x, y, w, b),
             3 * big + 2 * vec,
         ),
+        # rows 8x longer (same bytes), past PERSISTENT_RNUMEL: a looped row, Welford for mean and variance
+        "layernorm_long": (
+            lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b),
+            (x.reshape(rows // 8, cols * 8), wl, bl),
+            2 * big + 16 * vec,
+        ),
+        # one output for the whole tensor: a split reduction (partials from many programs)
+        "sum_all": (lambda x: x.sum(), (x,), big + 4),
     }
 
 
