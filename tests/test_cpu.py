@@ -405,3 +405,18 @@ def test_balanced_split_reference():
         assert ok, why
     ok, why = openmp.split_verdict([0, 3, 2, 4], np.ones(4), 3)
     assert not ok and "decrease" in why
+
+
+def test_launches_read_from_the_wrapper_call():
+    from course_lib.cpu import inductor_loops as il
+
+    recorded = (DATA / "inductor_fused_tanh_exp.py.txt").read_text()
+    assert il.launches(recorded) == ["cpp_fused_add_exp_mul_tanh_0"] and il.launch_counts(recorded) == (1, 0)
+    wrapper = ("def call(self, args):\n    arg0_1, = args\n    # Source Nodes: [cumsum]\n"
+               "    buf0 = torch.ops.aten.cumsum.default(arg0_1, dim=1, dtype=None)\n"
+               "    extern_kernels.addmm(arg2_1, buf0, arg1_1, alpha=1, beta=1, out=buf1)\n"
+               "    cpp_fused_mul_0(buf2)\n    return (buf2, )\n\n\nrunner = Runner(partitions=[])\n")  # fmt: skip
+    assert il.launches(wrapper) == ["torch.ops.aten.cumsum.default", "extern_kernels.addmm", "cpp_fused_mul_0"]
+    assert il.launch_counts(wrapper) == (1, 2)
+    with pytest.raises(ValueError, match="def call"):
+        il.launches("print('not a wrapper')")

@@ -1012,3 +1012,48 @@ def _h200_space():
 
     space = tune.recorded_space()
     return space.configs, space.meta, space.limits, tune.recorded_measure(space, space.limits, [])
+
+
+def test_handler_exercises_refuse_the_translators_own_handler():
+    from course_lib import dynamo
+    from course_lib.dynamo import symbolic_convert
+
+    def arith(x, y):
+        return (x - y) / 2 + x * 3
+
+    x, y = torch.randn(3), torch.randn(3)
+
+    def graphs(handler=None):
+        kw = {"translator_cls": dynamo.translator_with(BINARY_OP=handler)} if handler else {}
+        return "\n".join(str(g) for g in dynamo.explain(arith, x, y, **kw).graphs)
+
+    def delegate(tx, inst):  # "writes" the handler by calling the reference
+        return symbolic_convert.InstructionTranslator.BINARY_OP(tx, inst)
+
+    def swapped(tx, inst):  # wrong: pops a before b
+        a, b = tx.pop(), tx.pop()
+        tx.push(tx.binary(symbolic_convert.BINARY_OPS[inst.argrepr], a, b))
+
+    def run(handler):
+        return check.Lab("t").run("BINARY_OP", lambda: graphs(handler), expected=graphs, compare=check.same_text,
+                                  guard=[(symbolic_convert.InstructionTranslator, "BINARY_OP")])  # fmt: skip
+
+    assert "reference" in run(delegate).message
+    assert run(swapped).status == check.FAILED
+    assert symbolic_convert.InstructionTranslator.BINARY_OP.__name__ == "BINARY_OP"  # put back after the check
+    assert not hasattr(symbolic_convert.InstructionTranslator.BINARY_OP, "__course_guard__")
+
+
+def test_launch_prediction_is_checked_against_inductor():
+    from course_lib.cpu import inductor_loops as il
+
+    x, w = torch.randn(50, 70), torch.randn(70, 30)
+    graphs = {"relu(x @ w + b)": lambda: il.compile_launch_counts(lambda x, w, b: torch.relu(x @ w + b), x, w, w[0]),
+              "softmax(softmax(x) @ w)": lambda: il.compile_launch_counts(
+                  lambda x, w: torch.softmax(torch.softmax(x, -1) @ w, -1), x, w)}  # fmt: skip
+    real = {k: f() for k, f in graphs.items()}
+    assert real == {"relu(x @ w + b)": (1, 1), "softmax(softmax(x) @ w)": (2, 1)}
+    for guess, status in ((real, check.PASSED), ({k: (1, 0) for k in real}, check.FAILED)):
+        r = check.Lab("t").run("launches", lambda g=guess: g, expected=real, predict=True)
+        assert r.status == status
+    assert "(2, 1)" not in str(r)  # a miss does not print the answer
