@@ -145,3 +145,10 @@ def test_saxpy_links_to_an_hsaco_whose_metadata_lays_out_the_arguments():
         ("n", 20, 4, "by_value"),
     ]
     assert 0 < k[".vgpr_count"] <= 16 and k[".vgpr_spill_count"] == 0
+
+
+def test_chain_user_ops_on_every_block():
+    dag = backend.selection_dag(examples.VADD_PHI, "vadd", "body")
+    ops = backend.chain_user_ops(dag)
+    assert ops == sorted(ops) and {"load", "store", "br", "TokenFactor"} <= set(ops)
+    assert "add" not in ops  # data-only nodes take no chain

@@ -262,3 +262,41 @@ def test_optnone_makes_mem2reg_a_no_op_and_nsw_licenses_instcombine():
     body = {m.split("(")[0]: m for m in out.split("define ")[1:]}
     assert "ret i64 %x" in body["i64 @halve_double_nsw"] and "ret i64 %x" not in body["i64 @halve_double_wrap"]
     assert "ret i1 true" in body["i1 @next_is_bigger_nsw"] and "9223372036854775807" in body["i1 @next_is_bigger_wrap"]
+
+
+def test_02a_exercise_oracles_first_pass_without_and_block_of():
+    o3 = passes.run_pipeline(examples.SUM_ALLOCA, 3)
+    assert passes.first_pass_without(o3, "alloca") == "SROAPass"
+    assert passes.first_pass_without(o3, "br label %cond") == "LoopRotatePass"
+    assert passes.first_pass_without(o3, "icmp slt") is None
+    text = o3.after
+
+    def by_text(instruction):  # the exercise's approach: the last label line above the instruction
+        block = None
+        for line in text.splitlines():
+            head = line.split(";")[0].strip()
+            if head.endswith(":") and not line.startswith(" "):
+                block = head[:-1]
+            elif instruction in line:
+                return block
+        return None
+
+    lines = [ln.strip() for ln in text.splitlines() if ln.startswith("  %") and text.count(ln.strip()) == 1]
+    assert len(lines) > 10 and {passes.block_of(text, ln) for ln in lines} >= {"entry", "vector.body"}
+    assert all(passes.block_of(text, ln) == by_text(ln) for ln in lines)
+    assert passes.block_of(text, "no such instruction") is None
+
+
+def test_02b_loop_headers_on_random_programs_lowered_to_llvm():
+    from course_lib import llvm as course_llvm
+    from course_lib.check import oracles
+
+    found = 0
+    for rfn in oracles.random_functions(12, first_seed=900)[1]:
+        fn = next(f for f in passes.parse(str(course_llvm.lower(rfn))).functions if f.name == rfn.name)
+        succ = analysis.cfg(fn)
+        dom = analysis.dominators(succ, next(iter(succ)))
+        headers = {lp.header for lp in analysis.find_loops(fn)}
+        assert headers == {h for b, ts in succ.items() for h in ts if h in dom[b]}
+        found += len(headers)
+    assert found >= 5  # the random programs do have loops, so a constant set() fails

@@ -436,6 +436,11 @@ def selection_dag(module, function: str, block: str) -> SelectionDAG:
     return _Builder(fn, blocks[block]).build()
 
 
+def chain_user_ops(dag: SelectionDAG) -> list[str]:
+    """02b, exercise 5's reference: sorted opcodes of the nodes with a chain (or glue) operand."""
+    return sorted(n.op for n in dag.nodes if any(dag.nodes[i].types[r] in ("ch", "glue") for i, r in n.operands))
+
+
 def isel_input(llvm_text: str, **kw) -> ToolOutput:
     """The IR llc hands to instruction selection (``-print-isel-input``), as module text."""
     out = run_llc(llvm_text, "-print-isel-input", stderr=True, **kw)

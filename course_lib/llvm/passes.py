@@ -250,6 +250,23 @@ def run_pipeline(module, level: int = 3, tm=None, vectorize: bool = True, snapsh
     return PipelineResult(level, before, str(mod), snaps)
 
 
+def first_pass_without(result: PipelineResult, word: str) -> str | None:
+    """02a, exercise 3's reference: the first snapshot (pipeline order) whose text lacks ``word``."""
+    return next((s.pass_name for s in result.snapshots if word not in s.text), None)
+
+
+def block_of(text: str, instruction: str) -> str | None:
+    """02a, exercise 5's oracle, read through LLVM's parser rather than the text: the name of the
+    block whose instruction's printed form contains ``instruction`` (first match), or None."""
+    mod = parse(text)
+    for fn in mod.functions:
+        for block in fn.blocks:
+            for ins in block.instructions:
+                if instruction in str(ins):
+                    return block.name
+    return None
+
+
 def pass_in_pipeline(result: PipelineResult, pass_name: str, occurrence: int = 0) -> tuple[str, str] | None:
     """``(before, after)`` of the ``occurrence``-th run of ``pass_name`` that changed the IR, or None.
 
