@@ -1057,3 +1057,60 @@ def test_launch_prediction_is_checked_against_inductor():
         r = check.Lab("t").run("launches", lambda g=guess: g, expected=real, predict=True)
         assert r.status == status
     assert "(2, 1)" not in str(r)  # a miss does not print the answer
+
+
+# ----------------------------------------------------------------------------- 03c: predictions about Triton's passes (issue 23)
+
+
+def test_coalesce_and_conversion_predictions_are_checked_against_the_compiler():
+    from course_lib.triton import kernels, passes
+
+    add, sig, consts = kernels.signature("add")
+    cases = [(1024, True), (1024, False)]  # fp32, 4 warps, aligned
+
+    def compiled(block, coalesce):
+        run = passes.run_passes(add, sig, {"BLOCK": block}, drop=() if coalesce else ["coalesce"])
+        sass = passes.compile_ttgir(run)["sass"]
+        return passes.load_size_per_thread(run.final)[0], passes.vector_loads(sass).get("LDG.E.128", 0)
+
+    def run_coalesce(pred):
+        return check.Lab("t").run("c", lambda: [pred(*c) for c in cases], expected=lambda: [compiled(*c) for c in cases],
+                                  compare=check.equal, predict=True)  # fmt: skip
+
+    assert run_coalesce(lambda b, c: (4, 4) if c else (1, 0)).passed
+    unchanged = run_coalesce(lambda b, c: (4, 4))  # wrong: coalesce is the only pass that widens the layout
+    assert unchanged.status == check.FAILED and "(1, 0)" not in unchanged.message  # the truth is never shown
+    assert run_coalesce(lambda b, c: (4, 8) if c else (1, 0)).status == check.FAILED  # forgot 2 runs per thread
+
+    llvm_run = passes.run_passes(add, sig, consts, stages=("ttir", "ttgir", "llvm_dialect"))
+    truth = {r.python: r.work() for r in passes.conversion_rows(llvm_run) if r.python in ("x + y", "tl.program_id(0)")}
+    assert truth == {"x + y": {"llvm.fadd": 8}, "tl.program_id(0)": {"nvvm.read.ptx.sreg.ctaid.x": 1}}
+
+    def run_lowering(pred):
+        return check.Lab("t").run("l", lambda: pred, expected=truth, predict=True)
+
+    assert run_lowering(dict(truth)).passed
+    vectorised = {**truth, "x + y": {"llvm.fadd": 2}}  # wrong: arithmetic stays scalar in the LLVM dialect
+    v = run_lowering(vectorised)
+    assert v.status == check.FAILED and "'llvm.fadd': 8" not in v.message
+
+
+# ----------------------------------------------------------------------------- 03b Ex1: the layout parser is guarded
+
+
+def test_parsing_a_blocked_layout_with_the_reference_fails():
+    from course_lib.triton import layouts
+
+    line = "#blocked = #ttg.blocked<{sizePerThread = [1, 4], threadsPerWarp = [8, 4], warpsPerCTA = [4, 1], order = [1, 0]}>"
+    want = [{"sizePerThread": [1, 4], "threadsPerWarp": [8, 4], "warpsPerCTA": [4, 1], "order": [1, 0]}]
+
+    def cheat(text):
+        b = next(iter(layouts.parse_blocked(text).values()))
+        return dict(zip(want[0], (list(b.size_per_thread), list(b.threads_per_warp), list(b.warps_per_cta),
+                                  list(b.order))))  # fmt: skip
+
+    r = check.Lab("t").run("blocked", lambda: [cheat(line)], expected=want,
+                           guard=["course_lib.triton.layouts:parse_blocked"])  # fmt: skip
+    assert r.status == check.FAILED and "layouts.parse_blocked" in r.message
+    honest = {k: [1, 4] if k == "sizePerThread" else v for k, v in want[0].items()}
+    assert check.Lab("t").run("blocked", lambda: [honest], expected=want).passed
