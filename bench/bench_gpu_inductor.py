@@ -193,7 +193,8 @@ def _measure(smoke: bool) -> dict:
     if not smoke:
         result["inductor_kind_by_row_length"] = kinds_by_row_length(torch)
         print("Inductor's kernel kind by row length:", result["inductor_kind_by_row_length"], flush=True)
-        result["cold_compile"] = cold_compile(torch)
+        if os.environ.get("COURSE_BENCH_COLD_COMPILE") != "0":  # =0 skips the three GPT-2 compiles (minutes)
+            result["cold_compile"] = cold_compile(torch)
     return result
 
 
