@@ -56,6 +56,7 @@ EXPECTED_FIGURES = {
     "02c_lowering_course_ir": 0,
     "03a_programming_model": 3,
     "03b_compiler_pipeline": 1,
+    "03c_mlir_and_triton_passes": 0,
     "04a_dynamo_fx": 0,
     "04b_aot_autograd": 0,
     "04c_inductor": 0,
