@@ -32,7 +32,9 @@ def test_structure_read_with_tritons_bindings():
     reduce = next(op for op in loop.regions[0].blocks[0].ops if op.name == "tt.reduce")
     assert reduce.regions[0].blocks[0].args == ["f32", "f32"]
     assert mlir.count(tree) == {"ops": 22, "regions": 4, "blocks": 4, "block arguments": 7}
-    assert run.final.count("scf.for") == 1 and mlir.outline(tree).count("block ^bb") == 4
+    assert run.final.count("scf.for") == 1 and mlir.outline(tree, keep=0).count("block ^bb") == 4
+    assert ("tt.make_range", {"start": 0, "end": 32}) in mlir.int_attributes(run.live[1])
+    assert ("tt.reduce", {"axis": 0}) in mlir.int_attributes(run.live[1])
     assert "region #0" in mlir.nesting_dot(tree) and mlir.nesting_dot(tree).startswith("digraph")
 
 

@@ -141,8 +141,9 @@ def structure(module) -> Op:
     return make_op(top)
 
 
-def outline(op: Op, depth: int = 0, max_ops: int = 40) -> str:
-    """Indented text of the tree: ops, their regions, blocks with argument types."""
+def outline(op: Op, depth: int = 0, keep: int = 40) -> str:
+    """Indented text of the tree: ops, their regions, blocks with argument types. In each block the
+    first ``keep`` ops without regions are listed, the rest counted; ops with regions always show."""
     pad = "  " * depth
     res = f" -> {', '.join(op.results)}" if op.results else ""
     lines = [f"{pad}{op.name}{res}"]
@@ -150,11 +151,28 @@ def outline(op: Op, depth: int = 0, max_ops: int = 40) -> str:
         lines.append(f"{pad}  region #{k}")
         for block in region.blocks:
             lines.append(f"{pad}    block {block.label}({', '.join(block.args)})")
-            for inner in block.ops[:max_ops]:
-                lines.append(outline(inner, depth + 3, max_ops))
-            if len(block.ops) > max_ops:
-                lines.append(f"{pad}      ... {len(block.ops) - max_ops} more ops")
+            plain = [x for x in block.ops if not x.regions]
+            first = {id(x) for x in plain[:keep]}  # by identity: two equal ops are still two ops
+            for inner in block.ops:
+                if inner.regions or id(inner) in first:
+                    lines.append(outline(inner, depth + 3, keep))
+            if len(plain) > keep:
+                lines.append(f"{pad}      ... and {len(plain) - keep} more ops without regions")
     return "\n".join(lines)
+
+
+def int_attributes(module, names: tuple[str, ...] = ("start", "end", "axis", "predicate", "value")) -> list:
+    """``(op name, {attribute: value})`` for every op of a live module carrying one of the integer
+    attributes ``names``, read with the bindings' ``operation.get_int_attr`` (``None`` when absent).
+    ``arith.cmpi``'s ``predicate`` is an enum: 2 is ``slt``."""
+    found = []
+    module.walk(found.append)
+    out = []
+    for op in found:
+        values = {n: v for n in names if (v := op.get_int_attr(n)) is not None}
+        if values:
+            out.append((op.get_name(), values))
+    return out
 
 
 def count(op: Op) -> dict[str, int]:
@@ -194,7 +212,8 @@ def nesting_dot(op: Op, keep: int = 3) -> str:
                 )
                 lines.append(f"  {rid} -> {bid};")
                 plain = [x for x in block.ops if not x.regions]
-                shown = [x for x in block.ops if x.regions or x in plain[:keep]]
+                first = {id(x) for x in plain[:keep]}
+                shown = [x for x in block.ops if x.regions or id(x) in first]
                 for x in shown:
                     lines.append(f"  {bid} -> {add_op(x)};")
                 if len(plain) > keep:

@@ -475,3 +475,22 @@ def conversion_rows(run: PassRun, conversion: str = "to_llvmir") -> list[Convers
         rows.append(ConversionRow(text, rel, col, dict(collections.Counter(before.get((ln, col), []))),
                                   dict(collections.Counter(after.get((ln, col), [])))))  # fmt: skip
     return rows
+
+
+def codegen_source(method: str, around: str | None = None, context: int = 6) -> str:
+    """Source of ``CodeGenerator.<method>`` in the installed ``triton/compiler/code_generator.py``
+    (``visit_BinOp``, ``visit_For``, ``visit``...); with ``around``, only the lines within
+    ``context`` of the first line containing that text (a short excerpt of a long method)."""
+    import inspect
+
+    cls = compat.require("triton.compiler.code_generator", "CodeGenerator")
+    if not hasattr(cls, method):
+        raise ValueError(f"CodeGenerator has no {method!r} in this Triton (try visit_BinOp, visit_For, visit_Call)")
+    lines = textwrap.dedent(inspect.getsource(getattr(cls, method))).splitlines()
+    if around is not None:
+        hit = next((i for i, ln in enumerate(lines) if around in ln), None)
+        if hit is None:
+            raise ValueError(f"{around!r} does not occur in CodeGenerator.{method} of this Triton")
+        lo, hi = max(0, hit - context), min(len(lines), hit + context + 1)
+        lines = [lines[0], "    ..."] + lines[lo:hi] + ["    ..."] if lo > 0 else lines[lo:hi]
+    return "\n".join(lines)
