@@ -106,10 +106,19 @@ def test_matmul_schedule_check_fails_the_answers_that_are_not_enough():
     assert sc.check_matmul_schedule(solution).ok
     wrong = {
         "misses": sc.inductor_like,  # the lesson's schedule, untiled
-        "lane(s)": lambda s: s.tile("i", "j", "io", "jo", "ii", "ji", 8, 4).split("k", "ko", "ki", 8)
-        .reorder("io", "jo", "ko", "ii", "ki", "ji").vectorize("ji").parallel("io"),
-        "parallel": lambda s: s.tile("i", "j", "io", "jo", "ii", "ji", 8, 8).split("k", "ko", "ki", 8)
-        .reorder("io", "jo", "ko", "ii", "ki", "ji").vectorize("ji"),
+        "lane(s)": lambda s: (
+            s.tile("i", "j", "io", "jo", "ii", "ji", 8, 4)
+            .split("k", "ko", "ki", 8)
+            .reorder("io", "jo", "ko", "ii", "ki", "ji")
+            .vectorize("ji")
+            .parallel("io")
+        ),
+        "parallel": lambda s: (
+            s.tile("i", "j", "io", "jo", "ii", "ji", 8, 8)
+            .split("k", "ko", "ki", 8)
+            .reorder("io", "jo", "ko", "ii", "ki", "ji")
+            .vectorize("ji")
+        ),
         "not contiguous": lambda s: s.reorder("j", "k", "i").split("i", "io", "ii", 8).vectorize("ii").parallel("j"),
         "Schedule": lambda s: s.lower(),
         "sizes M=": lambda s: s.vectorize("k"),

@@ -208,6 +208,7 @@ _SAMPLES = [(3, 5), (-2, 7), (0, 4), (9, -9), (6, 2), (1.5, -0.25)]
 
 def semantically_commutative() -> frozenset:
     """Binary ops whose interpreter function gives f(a, b) == f(b, a) on every sample pair."""
+
     def same(f, a, b):
         try:
             return f(a, b) == f(b, a)

@@ -261,7 +261,7 @@ def apply(schedule: Schedule, check: bool = True) -> Scheduled:
             partial = Scheduled(ln.Loop("_", ln.Affine(), (ln.Affine(),)), state.origin, vectors, original)
             order = [lp.var for lp in state.loops]
             why = order_problem(partial, order)
-            for var, kind in state.kinds.items():
+            for var in state.kinds:
                 why = why or carried_problem(partial, order, var)
             if why:
                 raise ValueError(f"{d} is illegal: {why}")

@@ -215,13 +215,18 @@ def check_udiv_body(body: str, seed: int = 7):
             return Verdict(False, f"@{name}: your pass reports {done.rewritten.get(name)} rewritten; "
                                   "count every udiv you replace, and only those")  # fmt: skip
     gen = random.Random(seed)
-    pairs = [(gen.randint(-(2**62), 2**62), gen.randint(-(2**40), 2**40)) for _ in range(38)] + [(-1, 7), (2**63 - 1, 0)]
+    pairs = [(gen.randint(-(2**62), 2**62), gen.randint(-(2**40), 2**40)) for _ in range(38)] + [
+        (-1, 7),
+        (2**63 - 1, 0),
+    ]
     for name in want:
         before = mcjit.compile_function(module, name, "i64", ["i64", "i64"], level=0)
         after = mcjit.compile_function(done.text, name, "i64", ["i64", "i64"], level=0)
         for x, y in pairs:
             if before(x, y) != after(x, y):
-                return Verdict(False, f"@{name}({x}, {y}) returns {before(x, y)} before your pass and {after(x, y)} after it")
+                return Verdict(
+                    False, f"@{name}({x}, {y}) returns {before(x, y)} before your pass and {after(x, y)} after it"
+                )
     return Verdict(True, f"{sum(want.values())} udivs rewritten in {len(want)} functions; "
                          f"results equal on {len(pairs)} argument pairs each")  # fmt: skip
 
