@@ -91,7 +91,7 @@ def test_memory_plan_reuses_and_works_in_place():
 
 
 def test_cpp_source_has_openmp_and_simd():
-    x = torch.randn(64, 128)
+    x = torch.randn(256, 128)  # 32768 elements: enough work to wake a second thread
     c = ind.compile_graph(_trace(_softmax, x), [x])
     assert "#pragma omp parallel for" in c.kernel_code and "#pragma omp simd reduction(max:" in c.kernel_code
     assert c.kernel_code.count('extern "C"') == 1
@@ -111,10 +111,24 @@ def test_precompiled_header_is_built_once_and_used(tmp_path, monkeypatch):
 
 
 def test_cpp_flattens_outer_loops_into_one_parallel_loop():
-    s = torch.randn(2, 3, 4, 16)
+    s = torch.randn(2, 3, 64, 256)
     c = ind.compile_graph(_trace(lambda t: (torch.softmax(t * 0.5, -1),), s), [s])
-    assert "for (int64_t x = 0; x < 24; x++)" in c.kernel_code and "const int64_t x1 = (x / 4) % 3;" in c.kernel_code
+    assert "for (int64_t x = 0; x < 384; x++)" in c.kernel_code and "const int64_t x1 = (x / 64) % 3;" in c.kernel_code
     torch.testing.assert_close(c(s)[0], torch.softmax(s * 0.5, -1))
+
+
+def test_cpp_small_kernels_stay_on_one_thread():
+    """Below PARALLEL_THRESHOLD elements no OpenMP team is woken (Inductor's decide_parallel_depth)."""
+    from course_lib.inductor import cpp
+
+    small, big = torch.randn(2, 3, 4, 16), torch.randn(4, 64, 128)
+    for x, parallel in ((small, False), (big, True)):
+        c = ind.compile_graph(_trace(lambda t: (torch.softmax(t * 0.5, -1), t.sum(-1)), x), [x])
+        assert ("#pragma omp parallel" in c.kernel_code) is parallel, (x.shape, c.kernel_code)
+        out = c(x)
+        torch.testing.assert_close(out[0], torch.softmax(x * 0.5, -1))
+        torch.testing.assert_close(out[1], x.sum(-1))
+    assert small.numel() < cpp.PARALLEL_THRESHOLD <= big.numel()
 
 
 def test_cpp_row_buffer_computes_softmax_exp_once(monkeypatch):

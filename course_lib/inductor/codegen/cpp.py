@@ -65,7 +65,13 @@ HEADER = """#include <cmath>
 #include <limits>
 """
 
-PARALLEL_THRESHOLD = 32768  # elements; smaller loops are not worth waking OpenMP's threads
+#: Elements of work below which a kernel runs on the calling thread alone. Inductor decides the
+#: same way (``CppKernel.decide_parallel_depth`` in torch/_inductor/codegen/cpp.py: no parallel
+#: loop while a thread's share is below ``config.cpp.min_chunk_size``), as does ATen's
+#: ``at::parallel_for`` with its ``GRAIN_SIZE`` of 32768 (aten/src/ATen/Parallel.h). Waking the
+#: OpenMP team and joining it costs microseconds on an idle machine and up to a scheduler tick
+#: (milliseconds) when the other core is busy; an 8192-element kernel computes in about one.
+PARALLEL_THRESHOLD = 32768
 
 #: ops worth keeping in a row buffer rather than computing again in a later pass over the row
 EXPENSIVE = {"exp", "log", "tanh", "erf", "sin", "cos", "pow", "sqrt", "rsqrt", "sigmoid", "log1p", "expm1",
@@ -132,6 +138,19 @@ class CppKernel(Kernel):
         self.dtypes = dtypes
         self.phase = 0
         self.row_buffers = self._row_buffers()
+        self.parallel = self._parallel_pragma()
+
+    def _parallel_pragma(self) -> str | None:
+        """``#pragma omp parallel for`` for the outermost loop, or None: run on one thread.
+
+        A kernel whose whole iteration space (outer times inner) is below
+        :data:`PARALLEL_THRESHOLD` runs serially; one whose size is known only at the call
+        decides there, with OpenMP's ``if()`` clause.
+        """
+        n = prod(self.plan.group[0] + self.plan.group[1])
+        if is_static(n):
+            return "#pragma omp parallel for" if n >= PARALLEL_THRESHOLD else None
+        return f"#pragma omp parallel for if({self.index(n)} >= {PARALLEL_THRESHOLD})"
 
     def index(self, expr, names: dict | None = None) -> str:
         """An index or a size as C, size symbols printed as the kernel's ``ksN`` arguments."""
@@ -249,11 +268,8 @@ class CppKernel(Kernel):
         red = " ".join(f"reduction({op}:{','.join(a)})" for op, a in sorted(clauses.items()))
         simd = f"#pragma omp simd {red}".rstrip()
         par = None
-        n = prod(inner_sizes)
-        if not outer_sizes and (not is_static(n) or n >= PARALLEL_THRESHOLD):
-            # a size known only at the call decides there: OpenMP's if() clause
-            when = "" if is_static(n) else f" if({self.index(n)} >= {PARALLEL_THRESHOLD})"
-            par = f"#pragma omp parallel for{when} {red}".rstrip()
+        if not outer_sizes and self.parallel is not None:
+            par = f"{self.parallel} {red}".rstrip()
         if inner_sizes:
             outer.lines.extend(self.loops(inner_sizes, rs, inner.lines, simd, par))
         for buf, *_ in phase.reductions:
@@ -275,13 +291,13 @@ class CppKernel(Kernel):
         params += [f"{CTYPE[self.dtypes[b]]}* __restrict__ {self.ptrs[b]}" for b in self.plan.writes]
         params += [f"const int64_t {name}" for name in self.args.size_names.values()]
         lines = [f'extern "C" void {self.name}({", ".join(params)})', "{"]
-        if len(outer_sizes) > 1:
+        if len(outer_sizes) > 1 and self.parallel:
             # one flat parallel loop, its indices recovered by / and %: gcc's collapse(n) costs
             # far more per row (measured: softmax over [4, 16, 256, 256] took twice as long)
             unflatten = [f"const int64_t {x} = {self._unflatten('x', outer_sizes, d)};" for d, x in enumerate(xs)]
-            body = self.loops([prod(outer_sizes)], ["x"], unflatten + outer.lines, None, "#pragma omp parallel for")
+            body = self.loops([prod(outer_sizes)], ["x"], unflatten + outer.lines, None, self.parallel)
         elif outer_sizes:
-            par = "#pragma omp parallel for" if not is_static(outer_sizes[0]) or outer_sizes[0] > 1 else None
+            par = self.parallel if not is_static(outer_sizes[0]) or outer_sizes[0] > 1 else None
             body = self.loops(outer_sizes, xs, outer.lines, None, par)
         else:
             body = outer.lines
