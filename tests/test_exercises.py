@@ -1114,3 +1114,28 @@ def test_parsing_a_blocked_layout_with_the_reference_fails():
     assert r.status == check.FAILED and "layouts.parse_blocked" in r.message
     honest = {k: [1, 4] if k == "sizePerThread" else v for k, v in want[0].items()}
     assert check.Lab("t").run("blocked", lambda: [honest], expected=want).passed
+
+
+# ----------------------------------------------------------------------------- 03a: references one attribute away (H's audit)
+
+
+def test_03a_refuses_course_lib_kernels_and_guards_program_order():
+    import triton
+    import triton.language as tl
+
+    from course_lib.triton import kernels as K
+
+    @triton.jit
+    def mine(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + tl.load(y_ptr + offs, mask=offs < n),
+                 mask=offs < n)  # fmt: skip
+
+    # what 03a's kernel_check asks before it runs an oracle: a kernel object is launched, never called
+    assert all(K.is_reference(k) for k in (K.add_kernel, K.softmax_kernel, K.matmul_kernel, K.flash_attn_tma_kernel))
+    assert not K.is_reference(mine) and not K.is_reference(lambda: None)
+    shapes = [(64, 64, 16, 16, 2), (100, 70, 16, 16, 3)]
+    r = check.Lab("t").run("order", lambda: [K.program_order(*s) for s in shapes],
+                           expected=lambda: [K.program_order(*s) for s in shapes],
+                           guard=["course_lib.triton.kernels:program_order"])  # fmt: skip
+    assert r.status == check.FAILED and "kernels.program_order" in r.message

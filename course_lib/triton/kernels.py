@@ -470,6 +470,13 @@ def tma_matmul_signature(block_m: int, block_n: int, block_k: int, dtype: str = 
     return kernel, sig, {**consts, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k}  # fmt: skip
 
 
+def is_reference(kernel) -> bool:
+    """True when ``kernel`` is one of this module's kernels (interpreted or not): a check refuses
+    it, since a returned kernel object is indexed and launched, never called, so no guard sees it."""
+    fn = getattr(kernel, "fn", kernel)
+    return getattr(fn, "__module__", None) == __name__
+
+
 def signature(name: str) -> tuple:
     """``(kernel, signature, constexprs)`` of a reference kernel, ready for ``compile_stages``."""
     kernel, sig, consts = SIGNATURES[name]
