@@ -904,8 +904,10 @@ def test_vector_loop_split_checked_on_real_inductor_kernels(random_inductor_kern
         for m in header.finditer(cpp):
             var, stop, lanes = m[1], int(m[3]), int(m[4])
             if lanes > 1:
-                full = re.compile(rf"C10_LIKELY\(\s*{var}\s*>=\s*{num}\s*&&\s*{var}\s*<\s*{num}\s*\)").search(cpp, m.end())
-                out.append((var, lanes, int(full[2]) if full else stop, stop - (int(full[2]) if full else stop)))
+                likely = re.compile(rf"C10_LIKELY\(\s*{var}\s*>=\s*{num}\s*&&\s*{var}\s*<\s*{num}\s*\)")
+                full = likely.search(cpp, m.end())
+                end = int(full[2]) if full else stop
+                out.append((var, lanes, end, stop - end))
         return out
 
     def no_tail(cpp):  # wrong: takes the loop bound for the whole-vector bound

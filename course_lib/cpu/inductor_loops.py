@@ -244,7 +244,7 @@ def plot_kernel_structure(cpp: str, threads: int, title: str = "", zoom: int = 3
             full = start + vec.lanes <= vec.full_end
             colour = "#4c72b0" if full else ("#dd8452" if active else "#e0e0e0")
             bottom.add_patch(Rectangle((lane, -row), 0.92, 0.8, color=colour))
-        what = f"{vec.var} = {start}: " + ("loadu(ptr, {0})".format(vec.lanes) if start + vec.lanes <= vec.full_end
+        what = f"{vec.var} = {start}: " + (f"loadu(ptr, {vec.lanes})" if start + vec.lanes <= vec.full_end
                                            else f"loadu(ptr, {vec.tail}) masked")  # fmt: skip
         bottom.text(vec.lanes + 0.3, -row + 0.4, what, va="center", fontsize=9)
     bottom.set_xlim(0, vec.lanes * 1.5)

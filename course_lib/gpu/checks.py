@@ -49,7 +49,8 @@ def check_copy2d(kernel, shapes=COPY_SHAPES) -> Verdict:
         dst = np.full(rows * cols, -1.0, np.float32)
         run = launch(kernel, copy_grid(rows, cols), COPY_BLOCK, src, dst, rows, cols)
         if not np.array_equal(dst, src):
-            return Verdict(False, f"{rows}x{cols}: dst is not a copy of src ({int((dst != src).sum())} elements differ)")
+            wrong = int((dst != src).sum())
+            return Verdict(False, f"{rows}x{cols}: dst is not a copy of src ({wrong} elements differ)")
         for kind in ("load", "store"):
             addr = _touched(run, lambda e, k=kind: e.space == "global" and e.kind == k)
             if addr.size != rows * cols or np.unique(addr).size != rows * cols:
