@@ -107,8 +107,9 @@ FUNCTIONAL_VARIANT: dict = {
     aten._native_batch_norm_legit.default: Variant(aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3),
     aten.native_batch_norm.default: Variant(aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3),
     # on a GPU, batch norm dispatches to cuDNN: (out, mean, invstd, reserve); the trace reads all four
-    aten.cudnn_batch_norm.default: Variant(aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3,
-                                           _cudnn_reserve),
+    aten.cudnn_batch_norm.default: Variant(
+        aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3, _cudnn_reserve
+    ),
 }
 
 
