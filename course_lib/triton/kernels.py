@@ -8,6 +8,12 @@ attention). One *program* (a CUDA block) handles one tile; every lane of a tile 
 The same kernels run in Triton's interpreter on a CPU (tensors on ``"cpu"``, numpy does the
 work) and natively on a GPU (tensors on ``"cuda"``). The launchers pick sizes and grids; the
 ``SIGNATURES`` table gives each kernel's ``compile_stages`` signature.
+
+Two Hopper (sm_90) rungs follow the tiled matmul and attention, after tutorials 09 (persistent
+matmul) and 06 (fused attention, its TMA variant): :func:`matmul_persistent` (one program per SM
+looping over tiles in grouped order, operands fetched by TMA through ``TensorDescriptor``) and
+:func:`flash_attention_tma` (TMA loads, ``exp2`` with the scale folded in, a two-stage key loop
+that masks only where it must). They run in the interpreter too; 03b measures them on an H200.
 """
 
 from __future__ import annotations

@@ -8,7 +8,11 @@ before timing). Inductor does the same for its generated kernels: ``torch/_induc
 triton_heuristics.py`` builds a small config list per kernel kind (pointwise, reduction,
 template) and benchmarks them when ``max_autotune`` is on, otherwise takes a heuristic pick.
 
-:func:`pick` says which source its numbers came from.
+:func:`pick` says which source its numbers came from. The second half is the step before timing
+(03b's exercise): :func:`prune` drops configs whose compile metadata (shared memory, registers,
+spills) does not fit a GPU's :class:`Limits`, as ``prune_configs_by={"early_config_prune": ...}``
+does, and :func:`autotune` times the rest; :func:`check_autotuner` checks a learner's version
+against the persistent matmul's config space recorded on an H200 (``data/triton/autotune_sm90.json``).
 """
 
 from __future__ import annotations
