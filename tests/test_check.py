@@ -70,6 +70,7 @@ def test_failed_prediction_never_shows_the_expected_value():
         ({"k": 4}, {"k": 1}, ["'k' too low"]),
         ("LoopVectorizePass", "SLPVectorizerPass", ["not the answer"]),
         (2, -2, ["sign"]),
+        (256, 0, ["too low, by a factor of 2 or more"]),  # zero is not a wrong sign
     ],
 )
 def test_prediction_feedback_gives_direction_not_value(expected, got, words):

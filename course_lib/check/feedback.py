@@ -46,7 +46,7 @@ def number(expected: float, got: float) -> str:
         return word
     ratio = got / expected
     rel = abs(got - expected) / abs(expected)
-    if ratio <= 0:
+    if ratio < 0:
         return f"{word}: even the sign is wrong"
     if rel < 0.1:
         return f"{word}, but within 10%"
