@@ -77,6 +77,8 @@ def workloads(torch, device: str, rows: int, cols: int) -> dict:
             (x.reshape(rows // 8, cols * 8), wl, bl),
             2 * big + 16 * vec,
         ),
+        # the same long rows through softmax: online softmax (max and sum of exp in one pass)
+        "softmax_long": (lambda x: torch.softmax(x, -1), (x.reshape(rows // 8, cols * 8),), 2 * big),
         # one output for the whole tensor: a split reduction (partials from many programs)
         "sum_all": (lambda x: x.sum(), (x,), big + 4),
     }

@@ -16,6 +16,10 @@ Position: :class:`KernelPlan` -> a Python module of ``@triton.jit`` kernels plus
   variance) gets both from one pass, each lane keeping a running (mean, M2, count) and the lanes
   merged at the end by the combine rule (Inductor's ``welford_reduce`` and
   ``triton_helpers.welford_combine``): the row is read once for its statistics, not twice.
+  Softmax's ``max(x)`` then ``sum(exp(x - max))`` fold the same way (online softmax, Inductor's
+  ``prepare_softmax_online``): a running max per lane, its sum rescaled when the max grows.
+* split reduction: a whole-tensor reduction (one output) runs on many programs that each reduce a
+  chunk to a partial, then one program combines the partials (Inductor's split reductions).
 
 On CPU the module runs in Triton's interpreter (``TRITON_INTERPRET=1``, set by course_lib);
 on a GPU the same source compiles natively.
@@ -198,18 +202,51 @@ def _welford_pair(first, second, rnumel: int) -> WelfordPair | None:
     return WelfordPair(a, b, value, mean, dtype) if ok else None
 
 
-def fold_welford(phases: list, rnumel: int) -> tuple[list, dict[int, list[WelfordPair]]]:
-    """Move each M2 reduction into the phase of its sum, to be computed there by Welford.
+#: Merge two running (max, sum of exp(x - max)) summaries of parts of a row (online softmax,
+#: Inductor's ``triton_helpers.online_softmax_combine``): rescale each sum to the larger max. A part
+#: that saw no finite value (max -inf) adds nothing; -inf - -inf would otherwise make a NaN.
+ONLINE_SOFTMAX_COMBINE = """@triton.jit
+def online_softmax_combine(max_a, sum_a, max_b, sum_b):
+    m = tl.maximum(max_a, max_b)
+    part_a = tl.where(max_a == float("-inf"), 0.0, sum_a * tl.exp(max_a - m))
+    part_b = tl.where(max_b == float("-inf"), 0.0, sum_b * tl.exp(max_b - m))
+    return m, part_a + part_b
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class OnlineSoftmaxPair:
+    """``m = max(value)`` in one phase and ``sum(exp(value - m))`` in the next: softmax's two
+    statistics from one pass, each lane rescaling its sum whenever its max grows."""
+
+    total: str  # buffer of the max (named ``total`` like WelfordPair's first reduction)
+    m2: str  # buffer of the sum of exponentials
+    value: object
+    dtype: str
+
+
+def _online_softmax_pair(first, second) -> OnlineSoftmaxPair | None:
+    (a, atype, value, dtype), (b, btype, expr, _) = first, second
+    if atype != "max" or btype != "sum" or dtype not in ("float32", "float64") or acc_refs(expr) != {a}:
+        return None
+    if expr == Op("exp", (Op("sub", (value, Acc(a, dtype)), dtype),), dtype):
+        return OnlineSoftmaxPair(a, b, value, dtype)
+    return None
+
+
+def fold_one_pass(phases: list, rnumel: int) -> tuple[list, dict[int, list]]:
+    """Move each second statistic into the phase of the first, to be computed together in one pass:
+    Welford (sum, then squared deviations from the mean) and online softmax (max, then sum of exp).
 
     Returns the new phases (a phase left empty is dropped) and, per new phase index, its pairs.
-    The sums stay in their phase's reduction list (the pair replaces how they are accumulated).
+    The first reductions stay in their phase's list (the pair replaces how they are accumulated).
     """
     phases = [dataclasses.replace(p, reductions=list(p.reductions), stores=list(p.stores)) for p in phases]
-    pairs: dict[int, list[WelfordPair]] = {}
+    pairs: dict[int, list] = {}
     for i in range(len(phases) - 1):
         for first in phases[i].reductions:
             for second in phases[i + 1].reductions:
-                pair = _welford_pair(first, second, rnumel)
+                pair = _welford_pair(first, second, rnumel) or _online_softmax_pair(first, second)
                 if pair and all(pair.total != q.total for q in pairs.get(i, [])):
                     pairs.setdefault(i, []).append(pair)
                     phases[i + 1].reductions.remove(second)
@@ -228,11 +265,12 @@ class TritonKernel(Kernel):
         self.reduction = any(p.reductions for p in plan.phases)
         self.persistent = self.reduction and self.rnumel <= persistent_rnumel
         self.rblock = next_pow2(self.rnumel) if self.persistent else min(next_pow2(self.rnumel), LOOPED_RBLOCK)
-        # a looped row pays for every phase with a read of the row: fold sum + M2 into one Welford pass
+        # a looped row pays for every phase with a read of the row: fold sum + M2 (Welford) and
+        # max + sum of exp (online softmax) into one pass each
         self.phases, self.welford = list(plan.phases), {}
         self.acc_names: dict[str, str] = {}
         if self.reduction and not self.persistent:
-            self.phases, self.welford = fold_welford(plan.phases, self.rnumel)
+            self.phases, self.welford = fold_one_pass(plan.phases, self.rnumel)
         self.split = self.splittable()
         self.ws = {}  # reduction buffer -> (workspace pointer name, dtype) of its partials
         if self.split:
@@ -375,7 +413,7 @@ class TritonKernel(Kernel):
             for name, scope in ((f"{self.name}_partial", part), (self.name, final))
         )
 
-    def phase(self, phase, outer: Scope, shared, looped: bool, welford: list[WelfordPair] = (), rstart: str = ""):
+    def phase(self, phase, outer: Scope, shared, looped: bool, welford: list = (), rstart: str = ""):
         _, inner_sizes = self.plan.group
         _, rs = kernel_vars(self.plan.group)
         mask = "xmask & rmask"
@@ -398,7 +436,9 @@ class TritonKernel(Kernel):
         by_total = {w.total: w for w in welford}
         for buf, rtype, expr, dtype in phase.reductions:
             if buf in by_total:
-                self.welford_update(by_total[buf], outer, inner, mask)
+                pair = by_total[buf]
+                update = self.welford_update if isinstance(pair, WelfordPair) else self.online_softmax_update
+                update(pair, outer, inner, mask)
                 continue
             acc = self.acc_name(buf)
             outer.lines.append(f"{acc}_tile = tl.full([XBLOCK, RBLOCK], {TRITON_INIT[rtype]}, {TL_DTYPE[dtype]})")
@@ -416,7 +456,9 @@ class TritonKernel(Kernel):
         outer.lines += ["    " + ln for ln in body]
         for buf, rtype, _, _ in phase.reductions:
             if buf in by_total:
-                self.welford_finish(by_total[buf], outer)
+                pair = by_total[buf]
+                finish = self.welford_finish if isinstance(pair, WelfordPair) else self.online_softmax_finish
+                finish(pair, outer)
                 continue
             acc = self.acc_name(buf)
             outer.lines.append(f"{acc} = {TRITON_REDUCE[rtype].format(acc + '_tile')}")
@@ -450,6 +492,31 @@ class TritonKernel(Kernel):
         ]
         outer.cse[w.mean] = mean  # later phases spell the mean as sum / n: read the running mean
         self.accs[w.total], self.accs[w.m2] = total, m2
+
+    def online_softmax_update(self, w: OnlineSoftmaxPair, outer: Scope, inner: Scope, mask: str) -> None:
+        """Per lane: the new max, and the running sum rescaled to it plus this element's term."""
+        t, tile = TL_DTYPE[w.dtype], "os_" + self.acc_name(w.total)
+        outer.lines += [f'{tile}_max = tl.full([XBLOCK, RBLOCK], float("-inf"), {t})',
+                        f"{tile}_sum = tl.zeros([XBLOCK, RBLOCK], {t})"]  # fmt: skip
+        v = self.emit(w.value, outer, inner, mask, "xmask")
+        m, total = self.tmp(), self.tmp()
+        inner.lines += [
+            f"{m} = tl.maximum({tile}_max, {v})",
+            f'{total} = tl.where({m} == float("-inf"), 0.0, {tile}_sum * tl.exp({tile}_max - {m}) + tl.exp({v} - {m}))',
+            f"{tile}_max = tl.where({mask}, {m}, {tile}_max)",
+            f"{tile}_sum = tl.where({mask}, {total}, {tile}_sum)",
+        ]
+
+    def online_softmax_finish(self, w: OnlineSoftmaxPair, outer: Scope) -> None:
+        """Merge the lanes of each row: the max and the sum of exp(x - max) the later phases read."""
+        mx, total = self.acc_name(w.total), self.acc_name(w.m2)
+        tile = f"os_{mx}"
+        outer.lines += [
+            f"{mx}, {total} = tl.reduce(({tile}_max, {tile}_sum), 1, online_softmax_combine)",
+            f"{mx} = {mx}[:, None]",
+            f"{total} = {total}[:, None]",
+        ]
+        self.accs[w.total], self.accs[w.m2] = mx, total
 
     def xblock(self) -> int:
         """Inductor's heuristics pick this per launch; one fixed rule here."""
@@ -504,8 +571,10 @@ def module_source(kernels, persistent_rnumel: int | None = None) -> str:
         if same != k.name:  # a repeated block (12 identical layers): one function, compiled once
             src = "\n".join(f"{n} = {n.replace(k.name, same, 1)}  # the same kernel as {same}" for n, _ in tk.stages())
         body += [src, "", tk.launcher(), ""]
-        if tk.welford and WELFORD_COMBINE not in parts:
-            parts += [WELFORD_COMBINE]
+        kinds = {type(pair) for pairs in tk.welford.values() for pair in pairs}
+        for kind, helper in ((WelfordPair, WELFORD_COMBINE), (OnlineSoftmaxPair, ONLINE_SOFTMAX_COMBINE)):
+            if kind in kinds and helper not in parts:
+                parts += [helper]
         if tk.split and "import torch" not in parts:
             parts.insert(0, "import torch")  # the launcher allocates the partials
     return "\n".join(parts + body)
