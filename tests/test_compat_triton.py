@@ -92,3 +92,23 @@ def test_compile_survives_leaked_interpreter_patches(tmp_path):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     assert res.returncode == 0, res.stderr[-1500:]
     assert "'sass'" in res.stdout
+
+
+def test_triton_tensor_descriptor():
+    import torch
+
+    desc = compat.triton_tensor_descriptor().from_tensor(torch.empty(24, 16, dtype=torch.float16), [8, 16])
+    assert list(desc.shape) == [24, 16] and list(desc.strides) == [16, 1] and list(desc.block_shape) == [8, 16], (
+        "TensorDescriptor.from_tensor no longer keeps shape / strides / block_shape"
+    )
+
+
+def test_triton_kernel_resources():
+    class Loaded:  # what a CompiledKernel looks like once _init_handles has run on a GPU
+        metadata = {"shared": 213016}
+        n_regs, n_spills = 161, 0
+
+        def _init_handles(self):
+            self.loaded = True
+
+    assert compat.triton_kernel_resources(Loaded()) == {"shared": 213016, "registers": 161, "spills": 0}
