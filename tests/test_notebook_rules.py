@@ -16,6 +16,9 @@ solution-not-above     a line of the solution (30+ characters) already in a cell
                        exercise: the answer on screen before the learner writes it
 predict-flag           ``predict_*`` exercises checked with ``predict=True`` (so a miss never
                        prints the expected value)
+reference-guarded      a check that calls ``module.<exercise name>(`` (course_lib's reference, the
+                       name without ``my_``/``predict_``) has a ``guard=``, so calling it fails;
+                       eager oracles (``torch.``, ``F.``, ``np.``, ``aten.``) are exempt
 =====================  ====================================================================
 
 ``KNOWN`` lists the places that break a rule on purpose (scaffold the exercise hands out) or
@@ -38,6 +41,7 @@ CHECK_CALL = re.compile(r"\b(lab|check)\.run\(")
 PRINT_EXPECTED = re.compile(r"\b(print|display)\(\s*(f?[\"'][^\"'\n]*\{)?\s*expected\b")
 MARKDOWN_HINT = re.compile(r"^\s*(\*\*|#+\s*|>\s*)?hints?\b\s*[:*]", re.I | re.M)
 MIN_LINE = 30  # shorter solution lines (`return x`, `n = len(a)`) may well appear in a lesson
+EAGER = {"torch", "F", "np", "aten", "math", "operator"}  # oracles that are not the course's reference
 
 # "notebook stem / exercise function / rule" -> why it is allowed for now
 KNOWN: dict[str, str] = {
@@ -80,6 +84,10 @@ def violations(path: pathlib.Path) -> list[tuple[str, str, str, str]]:
             found.append((name, "check-after", f"cell {i}", "no lab.run(...) before the next exercise"))
         elif name.startswith("predict") and "predict=True" not in after[call.start() : call.start() + 2000]:
             found.append((name, "predict-flag", f"cell {i}", "a prediction checked without predict=True"))
+        base = re.sub(r"^(my_|predict_)", "", name)
+        refs = [m for m in re.findall(rf"\b(\w+)\.{re.escape(base)}\(", after) if m not in EAGER]
+        if call is not None and refs and "guard=" not in after[call.start() : call.start() + 3000]:
+            found.append((name, "reference-guarded", f"cell {i}", f"{refs[0]}.{base}(...) in the check, no guard"))
         lines = {ln.strip() for ln in solution.splitlines() if len(ln.strip()) >= MIN_LINE}
         lines = {ln for ln in lines if not ln.startswith(("#", '"""', "'''"))}
         for j, (kind, src) in enumerate(cells[:i]):
@@ -121,11 +129,12 @@ def test_each_rule_catches_its_pattern(tmp_path):
         ("markdown", "**Hint:** count the instructions"),
         ("code", "print(expected)\nreturn sum(len(block.instructions) for block in fn)"),
         ("code", solution),
-        ("code", "lab.run('count', predict_count, expected=3)"),
+        ("code", "lab.run('count', predict_count, expected=lambda: ref.count(fn))"),
         ("code", "def other():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION\n"),
     ]
     rules = {v[1] for v in violations(_fake_notebook(tmp_path, cells))}
-    assert rules == {"no-markdown-hint", "no-print-expected", "solution-not-above", "predict-flag", "check-after"}
+    assert rules == {"no-markdown-hint", "no-print-expected", "solution-not-above", "predict-flag", "check-after",
+                     "reference-guarded"}  # fmt: skip
     clean = [("markdown", "Count the instructions."), ("code", solution),
              ("code", "lab.run('count', predict_count, expected=3, predict=True)")]  # fmt: skip
     assert violations(_fake_notebook(tmp_path, clean)) == []
