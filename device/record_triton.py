@@ -72,8 +72,9 @@ def _tflops(flops: float, us: float) -> float:
 def interleaved(bench, fns: dict, rounds: int = 5) -> dict:
     """Median time (us) of each function over ``rounds`` round-robin do_bench runs.
 
-    The H200's clock drifts under a long matmul load (power), so a table of rungs timed one after
-    the other compares clocks as much as kernels; taking turns spreads the drift over every rung.
+    Timings drift over a long run (one run timed cuBLAS at 188 us early and 198 us a minute later),
+    so a table of rungs timed one after the other compares moments as much as kernels; taking
+    turns spreads the drift over every rung.
     A CUDA-graph replay (no launch gaps) of each is kept beside it as a cross-check."""
     import statistics
 
