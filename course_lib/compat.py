@@ -981,3 +981,41 @@ def triton_specialization(kernel, signature: dict, constexprs: dict, ints: dict,
                        "constant_keys": keys, "constant_vals": vals, "attrs_keys": akeys,
                        "attrs_vals": [[["tt.divisibility", 16]]] * len(akeys), "options": {"num_warps": num_warps},
                        "target": {"backend": target.backend, "arch": target.arch, "warp_size": target.warp_size}})  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- Triton: launch a CompiledKernel directly
+
+
+def _hook_active(hook) -> bool:
+    """A launch hook that would do something: a callable, or a ``knobs.HookChain`` with calls (3.5+)."""
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return bool(calls) if calls is not None else True
+
+
+def triton_launch_binding(compiled):
+    """``course_lib.inductor.launcher.Binding`` for a ``CompiledKernel`` (Triton 3.2 to 3.9: the JIT
+    launches with ``compiled.run(gx, gy, gz, stream, compiled.function, compiled.packed_metadata,
+    launch_metadata, enter_hook, exit_hook, *every_argument)``), or None when ``compiled`` is not one
+    (the interpreter) or a launch hook is installed (then the JIT's path calls it)."""
+    from course_lib.inductor.launcher import Binding
+
+    if not all(hasattr(compiled, a) for a in ("run", "function", "packed_metadata", "_init_handles")):
+        return None
+    try:
+        knobs = importlib.import_module("triton.knobs")
+        hooks = (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook)
+    except (ImportError, AttributeError):
+        return None
+    if any(_hook_active(h) for h in hooks):
+        return None
+    compiled._init_handles()  # loads the binary on the current device (a no-op after the first launch)
+    return Binding(compiled.run, compiled.function, compiled.packed_metadata)
+
+
+def triton_device_and_stream():
+    """``(current_device, stream_of)``: the callables Triton's JIT launch reads the device and stream
+    with (``driver.active.get_current_device`` / ``get_current_stream``; torch's with torch loaded)."""
+    driver = require("triton.runtime", "driver").active
+    return driver.get_current_device, driver.get_current_stream

@@ -531,16 +531,23 @@ class TritonKernel(Kernel):
         return reduction_warps(self.xblock() * self.rblock) if self.reduction else 4
 
     def launcher(self) -> str:
+        """``launch_<name>(tensors...)``: the kernel's launch with everything but the tensors fixed
+        here (grid, ints, constexprs, num_warps), through a :class:`~course_lib.inductor.launcher.DirectLaunch`
+        site that, on a GPU, skips Triton's JIT dispatch after the first launch."""
         if self.split:
             return self.split_launcher()
-        xblock = self.xblock()
-        total = self.xnumel * (1 if self.reduction else self.rnumel)
         names = ", ".join(self.ptrs.values())
+        total = self.xnumel * (1 if self.reduction else self.rnumel)
+        site = self.launch_site(self.name, -(-total // self.xblock()), self.num_warps())
+        return "\n".join([site, "", "", f"def launch_{self.name}({names}):", f"    site_{self.name}({names})"])
+
+    def launch_site(self, kernel: str, programs: int, num_warps: int) -> str:
+        """One ``site_<kernel> = DirectLaunch(...)`` line: ``kernel[(programs,)](tensors..., xnumel,
+        rnumel, **constexprs, num_warps=...)`` with the grid computed now, not per call."""
+        consts = ", ".join(f"{k}={v}" for k, v in self.constexprs().items())
         return (
-            f"def launch_{self.name}({names}):\n"
-            f"    grid = (triton.cdiv({total}, {xblock}),)\n"
-            f"    {self.name}[grid]({names}, {self.xnumel}, {self.rnumel}, XBLOCK={xblock}, RBLOCK={self.rblock}, "
-            f"num_warps={self.num_warps()})"
+            f"site_{kernel} = DirectLaunch({kernel}, grid=({programs},), ints=({self.xnumel}, {self.rnumel}), "
+            f"constexprs=dict({consts}), num_warps={num_warps})"
         )
 
     def split_launcher(self) -> str:
@@ -550,18 +557,16 @@ class TritonKernel(Kernel):
         alloc = [f"    {ws} = torch.empty({self.nsplit}, dtype=torch.{dtype}, device={device}.device)"
                  for ws, dtype in self.ws.values()]  # fmt: skip
         args = ", ".join([names] + [w for w, _ in self.ws.values()])
-        consts = ", ".join(f"{k}={v}" for k, v in self.constexprs().items())
         (part, wp), (final, wf) = self.stages()
         return "\n".join(
-            [f"def launch_{self.name}({names}):", *alloc,
-             f"    {part}[({self.nsplit},)]({args}, {self.xnumel}, {self.rnumel}, {consts}, num_warps={wp})",
-             f"    {final}[(1,)]({args}, {self.xnumel}, {self.rnumel}, {consts}, num_warps={wf})"]
+            [self.launch_site(part, self.nsplit, wp), self.launch_site(final, 1, wf), "", "",
+             f"def launch_{self.name}({names}):", *alloc, f"    site_{part}({args})", f"    site_{final}({args})"]
         )  # fmt: skip
 
 
 def module_source(kernels, persistent_rnumel: int | None = None) -> str:
     persistent_rnumel = persistent_rnumel or PERSISTENT_RNUMEL
-    parts = ["import triton", "import triton.language as tl", ""]
+    parts = ["import triton", "import triton.language as tl", "", "from course_lib.inductor.launcher import DirectLaunch", ""]
     body = []
     first_with: dict[str, str] = {}  # kernel source with its name blanked -> the first kernel that had it
     for k in kernels:

@@ -1,0 +1,171 @@
+"""Launch a compiled Triton kernel without Triton's JIT dispatch on every call.
+
+Teaches ``torch/_inductor/runtime/triton_heuristics.py`` (``CachingAutotuner._make_launchers`` and
+``TritonCompileResult.make_launcher``: once a kernel is compiled, Inductor writes a tiny Python
+``launcher(*args, stream)`` that calls the binary's C launcher directly) and
+``torch/_inductor/runtime/static_cuda_launcher.py`` (the same idea with Inductor's own C launcher).
+
+Why: ``kernel[grid](*args)`` runs Triton's ``JITFunction.run`` every time. Before the GPU sees
+anything it binds the arguments to the signature, specialises each one (dtype, 16-byte alignment
+of every pointer, ``== 1`` and ``% 16`` of every int), builds a cache key string from all of that
+and the options, looks the key up, and builds launch metadata for profiler hooks: tens of
+microseconds of Python a launch. A training step of a small model launches hundreds of kernels,
+each doing microseconds of GPU work, so that dispatch is most of the step.
+
+What the course does (:class:`DirectLaunch`): a launch site knows everything the JIT keys on
+except the tensors' addresses (dtypes are fixed by the graph, the ints and constexprs are literals
+in the generated code, the grid is computed at code-generation time). So the first launch goes
+through ``kernel[grid](...)`` (compiling, or loading what the async-compile pool compiled) and
+returns the ``CompiledKernel``; that binary, its C launcher, function handle and packed metadata
+are kept, and every later launch calls the C launcher directly with the same argument list the JIT
+would pass. The one guard left per call is what can change: every pointer must still be 16-byte
+aligned (the binary may assume it) and the current device must be the one the binary was loaded on;
+otherwise the call goes through ``kernel[grid]`` again, which picks the right binary.
+
+Simplified against Inductor: no autotuning (one config a kernel), grids are literals (no size
+symbols on the Triton path), and launch hooks (profilers) disable direct launches when present at
+binding time (Inductor burns the hooks in at ``make_launcher`` time in the same way). On CPU the
+kernels run in Triton's interpreter, whose launch returns no binary: the site stays on the JIT.
+
+Position: generated launcher code (:func:`course_lib.inductor.codegen.triton.TritonKernel.launcher`)
+-> this object -> Triton's C launcher (``CompiledKernel.run``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+#: ``COURSE_DIRECT_LAUNCH=0`` keeps every launch on ``kernel[grid]`` (for measuring the difference).
+DIRECT_ENV = "COURSE_DIRECT_LAUNCH"
+
+
+def direct_enabled() -> bool:
+    return os.environ.get(DIRECT_ENV, "1") != "0"
+
+
+@dataclasses.dataclass(frozen=True)
+class Binding:
+    """What a direct launch needs from a ``CompiledKernel`` (:func:`course_lib.compat.triton_launch_binding`)."""
+
+    run: object  # the C launcher: run(gx, gy, gz, stream, function, metadata, launch_metadata, enter, exit, *args)
+    function: int  # the loaded CUfunction handle
+    metadata: object  # the backend's packed metadata (num_warps, shared memory, ...)
+
+
+class CompatRuntime:
+    """The real runtime, through :mod:`course_lib.compat`; tests pass a fake with the same methods."""
+
+    def binding(self, compiled) -> Binding | None:
+        from course_lib import compat
+
+        return compat.triton_launch_binding(compiled)
+
+    def device_and_stream(self):
+        """``(current_device(), stream(device))``: the two callables Triton's JIT itself uses."""
+        from course_lib import compat
+
+        return compat.triton_device_and_stream()
+
+
+class DirectLaunch:
+    """One launch site: ``kernel[grid](*tensors, *ints, **constexprs, num_warps=num_warps)``.
+
+    Calling it with the tensors launches the kernel; after the first launch on a GPU it bypasses
+    the JIT (see the module docstring). ``jit_launches`` counts the launches that went through
+    ``kernel[grid]`` (1 on a GPU once bound; every launch in the interpreter).
+    """
+
+    def __init__(self, kernel, grid: tuple, ints: tuple = (), constexprs: dict | None = None, num_warps: int = 4,
+                 runtime=None):  # fmt: skip
+        self.kernel = kernel
+        self.grid = tuple(grid) + (1,) * (3 - len(grid))  # (gx, gy, gz), as the C launcher takes it
+        self.ints = tuple(ints)
+        self.constexprs = dict(constexprs or {})
+        self.num_warps = num_warps
+        self.runtime = runtime or CompatRuntime()
+        self.jit_launches = 0
+        self.refused: str | None = None if direct_enabled() else f"{DIRECT_ENV}=0"
+        # set by _bind: the per-call fast path reads only these
+        self._run = None
+        self._function = None
+        self._metadata = None
+        self._device = None
+        self._stream = None
+        self._bound_device = None
+        self._tail = ()  # the non-tensor arguments in the kernel's parameter order
+
+    def __repr__(self) -> str:
+        state = "direct" if self._run is not None else f"jit ({self.refused})" if self.refused else "jit"
+        return f"DirectLaunch({_kernel_name(self.kernel)}, grid={self.grid}, {state})"
+
+    @property
+    def bound(self) -> bool:
+        return self._run is not None
+
+    def __call__(self, *tensors):
+        run = self._run
+        if run is not None:
+            ptrs = 0
+            for t in tensors:
+                ptrs |= t.data_ptr()
+            device = self._device()
+            if not ptrs & 15 and device == self._bound_device:
+                gx, gy, gz = self.grid
+                # the JIT's own call, minus the dispatch: (grid, stream, function, metadata,
+                # launch_metadata=None and no hooks, then every argument in parameter order)
+                run(gx, gy, gz, self._stream(device), self._function, self._metadata, None, None, None,
+                    *tensors, *self._tail)  # fmt: skip
+                return None
+        return self.jit_launch(tensors)
+
+    def jit_launch(self, tensors: tuple):
+        """``kernel[grid](...)``, Triton's full dispatch; binds the returned binary when it may."""
+        compiled = self.kernel[self.grid](*tensors, *self.ints, **self.constexprs, num_warps=self.num_warps)
+        self.jit_launches += 1
+        if self._run is None and self.refused is None and aligned(tensors):
+            self.refused = self._bind(compiled, len(tensors))
+        return compiled
+
+    def _bind(self, compiled, n_tensors: int) -> str | None:
+        """Keep ``compiled``'s launcher; return why not (None when bound)."""
+        if compiled is None:
+            return "the launch returned no binary (Triton's interpreter)"
+        try:
+            binding = self.runtime.binding(compiled)
+        except Exception as exc:  # an unknown Triton: stay on the JIT, say why
+            return f"no binding: {type(exc).__name__}: {exc}"
+        if binding is None:
+            return "this Triton's CompiledKernel has no direct launcher (or a launch hook is installed)"
+        fn = getattr(getattr(compiled, "src", None), "fn", None)  # the JITFunction the binary came from
+        names = list(fn.arg_names) if hasattr(fn, "arg_names") else None
+        if names is not None and names[n_tensors + len(self.ints) :] != list(self.constexprs):
+            return f"constexprs {list(self.constexprs)} are not the kernel's last parameters {names}"
+        self._device, self._stream = self.runtime.device_and_stream()
+        self._bound_device = self._device()
+        self._tail = (*self.ints, *self.constexprs.values())
+        self._run, self._function, self._metadata = binding.run, binding.function, binding.metadata
+        return None
+
+
+def aligned(tensors) -> bool:
+    """Every pointer 16-byte aligned: what the JIT specialises pointers on (``tt.divisibility = 16``)."""
+    return all(t.data_ptr() % 16 == 0 for t in tensors)
+
+
+def _kernel_name(kernel) -> str:
+    fn = getattr(kernel, "fn", kernel)
+    return getattr(fn, "__name__", type(kernel).__name__)
+
+
+def report(launchers) -> dict:
+    """How many of a module's launch sites launch directly, and why the others do not."""
+    out: dict = {"direct": 0, "jit": 0, "reasons": {}}
+    for site in launchers:
+        if site.bound:
+            out["direct"] += 1
+        else:
+            out["jit"] += 1
+            reason = site.refused or "not launched yet"
+            out["reasons"][reason] = out["reasons"].get(reason, 0) + 1
+    return out

@@ -1,0 +1,166 @@
+"""course_lib.inductor.launcher: a launch site binds the compiled binary after its first launch and
+then calls its C launcher directly, with the arguments in the order Triton's JIT passes them.
+
+No GPU here: a fake kernel and a fake runtime stand in for Triton's JIT and driver; the interpreter
+runs the real generated module (its launches return no binary, so it stays on the JIT); and a compat
+test fails when Triton's JIT stops launching the way DirectLaunch copies.
+"""
+
+import dataclasses
+import inspect
+
+import pytest
+import torch
+
+import course_lib.inductor as ind
+import course_lib.triton  # noqa: F401  (before any interpreted kernel: keeps triton.compile usable here)
+from course_lib import compat, decomp
+from course_lib.inductor import launcher
+from course_lib.inductor.launcher import Binding, DirectLaunch
+
+ARG_NAMES = ["in_ptr0", "out_ptr0", "xnumel", "rnumel", "XBLOCK", "RBLOCK"]
+
+
+@dataclasses.dataclass
+class FakeTensor:
+    ptr: int
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+
+class FakeCompiled:
+    """What ``kernel[grid](...)`` returns: its ``src.fn`` knows the parameter names."""
+
+    def __init__(self, names):
+        self.src = type("Src", (), {"fn": type("Fn", (), {"arg_names": names})()})()
+
+
+class FakeKernel:
+    """``kernel[grid](*args, **kwargs)`` recorded, returning a FakeCompiled (or None: the interpreter)."""
+
+    def __init__(self, names=ARG_NAMES, returns=True):
+        self.calls, self.names, self.returns = [], names, returns
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.calls.append((grid, args, kwargs))
+            return FakeCompiled(self.names) if self.returns else None
+
+        return launch
+
+
+class FakeRuntime:
+    def __init__(self, binding=True):
+        self.runs, self.device, self.has_binding = [], 0, binding
+
+    def binding(self, compiled):
+        return Binding(lambda *a: self.runs.append(a), 77, "packed") if self.has_binding else None
+
+    def device_and_stream(self):
+        return (lambda: self.device), (lambda d: 1000 + d)
+
+
+def _site(kernel=None, runtime=None):
+    return DirectLaunch(kernel or FakeKernel(), grid=(6,), ints=(96, 32), constexprs={"XBLOCK": 16, "RBLOCK": 32},
+                        num_warps=4, runtime=runtime or FakeRuntime())  # fmt: skip
+
+
+def test_first_launch_through_the_jit_then_the_c_launcher_with_the_jits_arguments():
+    kernel, rt = FakeKernel(), FakeRuntime()
+    site = _site(kernel, rt)
+    a, b = FakeTensor(4096), FakeTensor(8192)
+    site(a, b)
+    assert kernel.calls == [((6, 1, 1), (a, b, 96, 32), {"XBLOCK": 16, "RBLOCK": 32, "num_warps": 4})]
+    assert site.bound and rt.runs == []
+    site(a, b)
+    site(b, a)
+    assert len(kernel.calls) == 1 and site.jit_launches == 1
+    # (gx, gy, gz, stream, function, metadata, launch_metadata, enter, exit, *every argument in order)
+    assert rt.runs[0] == (6, 1, 1, 1000, 77, "packed", None, None, None, a, b, 96, 32, 16, 32)
+    assert rt.runs[1][9:11] == (b, a)
+    # the JIT's bound arguments are every parameter in declaration order: the same list
+    (_, args, kwargs) = kernel.calls[0]
+    jit_order = dict(zip(ARG_NAMES, args)) | {k: v for k, v in kwargs.items() if k in ARG_NAMES}
+    assert tuple(jit_order[n] for n in ARG_NAMES) == rt.runs[0][9:]
+
+
+def test_a_misaligned_pointer_goes_back_to_the_jit():
+    kernel, rt = FakeKernel(), FakeRuntime()
+    site = _site(kernel, rt)
+    site(FakeTensor(4100), FakeTensor(8192))  # first launch misaligned: that binary is not kept
+    assert not site.bound and site.refused is None
+    site(FakeTensor(4096), FakeTensor(8192))
+    assert site.bound
+    site(FakeTensor(4096), FakeTensor(8200))  # 8-byte aligned only: the bound binary may assume 16
+    assert len(kernel.calls) == 3 and len(rt.runs) == 0
+    site(FakeTensor(4096), FakeTensor(8192))
+    assert len(kernel.calls) == 3 and len(rt.runs) == 1
+
+
+def test_another_device_goes_back_to_the_jit():
+    kernel, rt = FakeKernel(), FakeRuntime()
+    site = _site(kernel, rt)
+    a, b = FakeTensor(0), FakeTensor(256)
+    site(a, b)
+    rt.device = 1
+    site(a, b)
+    assert len(kernel.calls) == 2 and rt.runs == []
+
+
+@pytest.mark.parametrize(
+    "kernel, runtime, reason",
+    [
+        (FakeKernel(returns=False), FakeRuntime(), "interpreter"),
+        (FakeKernel(), FakeRuntime(binding=False), "no direct launcher"),
+        (FakeKernel(names=["in_ptr0", "out_ptr0", "xnumel", "rnumel", "RBLOCK", "XBLOCK"]), FakeRuntime(), "last"),
+    ],
+)
+def test_refusals_stay_on_the_jit_and_say_why(kernel, runtime, reason):
+    site = _site(kernel, runtime)
+    for _ in range(3):
+        site(FakeTensor(0), FakeTensor(64))
+    assert not site.bound and reason in site.refused and site.jit_launches == 3 and runtime.runs == []
+    assert launcher.report([site])["jit"] == 1
+
+
+def test_course_direct_launch_0_turns_it_off(monkeypatch):
+    monkeypatch.setenv(launcher.DIRECT_ENV, "0")
+    kernel, rt = FakeKernel(), FakeRuntime()
+    site = _site(kernel, rt)
+    site(FakeTensor(0), FakeTensor(64))
+    site(FakeTensor(0), FakeTensor(64))
+    assert not site.bound and len(kernel.calls) == 2 and "COURSE_DIRECT_LAUNCH" in repr(site)
+
+
+def _ln_gelu(x, w):
+    return torch.nn.functional.gelu(torch.nn.functional.layer_norm(x, (x.shape[-1],), w) * 2.0).sum(0)
+
+
+def test_generated_module_launches_through_sites_in_the_interpreter():
+    torch.manual_seed(0)
+    x, w = torch.randn(8, 48), torch.randn(48)
+    gm = compat.make_fx(_ln_gelu, x, w, decompositions=decomp.DECOMPOSITIONS)
+    c = ind.compile_graph(gm, [x, w], codegen="triton")
+    assert "DirectLaunch(" in c.kernel_code and "[grid]" not in c.kernel_code
+    for _ in range(2):
+        torch.testing.assert_close(c(x, w)[0], _ln_gelu(x, w), rtol=1e-5, atol=1e-5)
+    sites = [v for v in c.call.__globals__["kernel0"].__globals__.values() if isinstance(v, DirectLaunch)]
+    assert sites and all(not s.bound and "interpreter" in s.refused and s.jit_launches == 2 for s in sites)
+
+
+def test_compat_triton_still_launches_the_way_direct_launch_copies():
+    """Triton's JIT launch is ``kernel.run(grid_0, grid_1, grid_2, stream, kernel.function,
+    kernel.packed_metadata, launch_metadata, enter, exit, *bound_args.values())``: if an upgrade
+    changes that call, DirectLaunch must change with it."""
+    from triton.compiler.compiler import CompiledKernel
+    from triton.runtime.jit import JITFunction
+
+    src = " ".join(inspect.getsource(JITFunction.run).split())
+    assert "kernel.run(grid_0, grid_1, grid_2, stream, kernel.function, kernel.packed_metadata, launch_metadata," in src
+    assert "*bound_args.values())" in src
+    init = inspect.getsource(CompiledKernel.__init__)
+    assert "self.packed_metadata =" in init and "self.function =" in init
+    assert hasattr(CompiledKernel, "run") and hasattr(CompiledKernel, "_init_handles")
+    assert compat.triton_launch_binding(object()) is None
+    assert not compat._hook_active(None) and compat._hook_active(print)
