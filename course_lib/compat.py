@@ -1019,3 +1019,42 @@ def triton_device_and_stream():
     with (``driver.active.get_current_device`` / ``get_current_stream``; torch's with torch loaded)."""
     driver = require("triton.runtime", "driver").active
     return driver.get_current_device, driver.get_current_stream
+
+
+def triton_module_ops(module, int_attrs: tuple[str, ...] = ()) -> list[dict]:
+    """Every op of a live ``ir.module`` as plain data, in ``module.walk`` order (nested ops first).
+
+    Read with Triton's bindings: ``operation.get_name / get_block / get_region / get_result /
+    get_num_operands / get_int_attr``, ``block.get_parent / arg / id``, ``region.id``. Each record:
+    ``name``, ``block`` and ``region`` (opaque keys of the op's block and of that block's region;
+    None for the module), ``block_args`` (types of that block's arguments), ``regions`` (keys of the
+    regions the op owns), ``results`` (types), ``operands`` (a count) and ``attrs`` (the integer
+    attributes among ``int_attrs`` the op carries). Keys are only for rebuilding the nesting; never
+    print them (they are addresses).
+    """
+    ops: list = []
+    try:
+        module.walk(ops.append)
+    except AttributeError as exc:
+        raise CompatError(f"triton's ir.module has no walk() here ({exc}); see compat.triton_module_ops") from exc
+    out = []
+    for op in ops:
+        block = op.get_block()
+        record = {
+            "name": op.get_name(),
+            "block": block.id() if block is not None else None,
+            "region": block.get_parent().id() if block is not None else None,
+            "block_args": [str(block.arg(i).get_type()) for i in range(block.get_num_arguments())] if block else [],
+            "regions": [op.get_region(i).id() for i in range(op.get_num_regions())],
+            "results": [str(op.get_result(i).get_type()) for i in range(op.get_num_results())],
+            "operands": op.get_num_operands(),
+            "attrs": {},
+        }
+        if int_attrs and not hasattr(op, "get_int_attr"):
+            raise CompatError("triton's ir.operation has no get_int_attr in this version (compat.triton_module_ops)")
+        for attr in int_attrs:
+            value = op.get_int_attr(attr)
+            if value is not None:
+                record["attrs"][attr] = value
+        out.append(record)
+    return out

@@ -21,6 +21,7 @@ import re
 import triton
 import triton.language as tl
 
+from course_lib import compat
 from course_lib.triton.compile import compile_stages as _triton_compile_stages
 
 # Module 3's vector add: one program handles BLOCK elements.
@@ -102,42 +103,37 @@ class Region:
 
 
 def structure(module) -> Op:
-    """The op / region / block tree of a live module, read with Triton's own bindings
-    (``triton._C.libtriton.ir``: ``module.walk``, ``operation.get_block``, ``block.get_parent``,
-    ``operation.get_region``, ``block.arg``). Labels come from a counter (``^bb0``, ``^bb1``...).
+    """The op / region / block tree of a live module, read with Triton's own bindings through
+    :func:`course_lib.compat.triton_module_ops` (``module.walk``, ``operation.get_block``,
+    ``block.get_parent``, ``operation.get_region``, ``block.arg``). Labels come from a counter.
 
     ``walk`` visits every op once (nested ops before the op holding them); an op names its regions,
     an op knows its block and a block its region, which is enough to rebuild the nesting.
     """
-    found = []
-    module.walk(found.append)
-    block_ops: dict[int, list] = {}
-    block_of_region: dict[int, list] = {}
-    blocks = {}
-    for op in found:
-        b = op.get_block()
-        if b is None:
+    records = compat.triton_module_ops(module)
+    block_ops: dict = {}  # block key -> records of its ops, in order
+    region_blocks: dict = {}  # region key -> block keys, in order
+    block_args: dict = {}
+    for rec in records:
+        if rec["block"] is None:
             continue
-        if b.id() not in blocks:
-            blocks[b.id()] = b
-            block_of_region.setdefault(b.get_parent().id(), []).append(b.id())
-        block_ops.setdefault(b.id(), []).append(op)
+        if rec["block"] not in block_ops:
+            region_blocks.setdefault(rec["region"], []).append(rec["block"])
+            block_args[rec["block"]] = rec["block_args"]
+        block_ops.setdefault(rec["block"], []).append(rec)
     counter = iter(range(1_000_000))
 
-    def make_op(op) -> Op:
-        regions = [op.get_region(i) for i in range(op.get_num_regions())]
-        results = [str(op.get_result(i).get_type()) for i in range(op.get_num_results())]
-        return Op(op.get_name(), results, op.get_num_operands(), [make_region(r.id()) for r in regions])
+    def make_op(rec) -> Op:
+        return Op(rec["name"], rec["results"], rec["operands"], [make_region(r) for r in rec["regions"]])
 
-    def make_region(rid: int) -> Region:
+    def make_region(key) -> Region:
         out = []
-        for bid in block_of_region.get(rid, []):
-            b = blocks[bid]
-            args = [str(b.arg(i).get_type()) for i in range(b.get_num_arguments())]
-            out.append(Block(f"^bb{next(counter)}", args, [make_op(o) for o in block_ops.get(bid, [])]))
+        for b in region_blocks.get(key, []):
+            label = f"^bb{next(counter)}"
+            out.append(Block(label, block_args[b], [make_op(r) for r in block_ops[b]]))
         return Region(out)
 
-    top = next(op for op in found if op.get_block() is None)
+    top = next(rec for rec in records if rec["block"] is None)
     return make_op(top)
 
 
@@ -163,16 +159,9 @@ def outline(op: Op, depth: int = 0, keep: int = 40) -> str:
 
 def int_attributes(module, names: tuple[str, ...] = ("start", "end", "axis", "predicate", "value")) -> list:
     """``(op name, {attribute: value})`` for every op of a live module carrying one of the integer
-    attributes ``names``, read with the bindings' ``operation.get_int_attr`` (``None`` when absent).
+    attributes ``names`` (read with the bindings' ``operation.get_int_attr``, through compat).
     ``arith.cmpi``'s ``predicate`` is an enum: 2 is ``slt``."""
-    found = []
-    module.walk(found.append)
-    out = []
-    for op in found:
-        values = {n: v for n in names if (v := op.get_int_attr(n)) is not None}
-        if values:
-            out.append((op.get_name(), values))
-    return out
+    return [(rec["name"], rec["attrs"]) for rec in compat.triton_module_ops(module, names) if rec["attrs"]]
 
 
 def count(op: Op) -> dict[str, int]:
