@@ -1058,3 +1058,11 @@ def triton_module_ops(module, int_attrs: tuple[str, ...] = ()) -> list[dict]:
                 record["attrs"][attr] = value
         out.append(record)
     return out
+
+
+def triton_module_text(module) -> str:
+    """A live ``ir.module`` printed by MLIR with its locations (``module.str()``; ``str_nodebug``
+    drops them and loses the variable names the code generator attached as name locations)."""
+    if not hasattr(module, "str"):
+        raise CompatError("triton's ir.module has no str() in this version (compat.triton_module_text)")
+    return module.str()

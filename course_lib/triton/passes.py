@@ -226,7 +226,7 @@ def run_passes(kernel, signature: dict, constexprs: dict | None = None, passes: 
     setup = _setup(target, num_warps, num_stages)
     module = _codegen(kernel, signature, constexprs, setup, aligned)
     chosen = _select(_calls(setup, module, stages), passes, drop)
-    codegen = strip_locations(module.str())
+    codegen = strip_locations(compat.triton_module_text(module))
     steps, before = [], codegen
     for i, (call, run_args) in enumerate(chosen):
         try:
@@ -235,13 +235,14 @@ def run_passes(kernel, signature: dict, constexprs: dict | None = None, passes: 
             raise
         except Exception as exc:  # MLIR reports a failed pass as RuntimeError("PassManager::run failed")
             raise RuntimeError(f"pass {call} failed on the module after step {i - 1}: {exc}") from None
-        raw = module.str()
-        after = strip_locations(raw)
+        raw = compat.triton_module_text(module)
+        after = strip_locations(raw)  # raw keeps the locations for ops_by_location
         steps.append(PassStep(i, call, before, after, raw))
         before = after
     name = compat.triton_jit_function(kernel).fn.__name__
     source, first = kernel_source(kernel)
-    return PassRun(name, target, codegen, steps, module.str(), source, first, (setup.context, module))
+    final_raw = steps[-1].after_raw if steps else compat.triton_module_text(module)
+    return PassRun(name, target, codegen, steps, final_raw, source, first, (setup.context, module))
 
 
 # ----------------------------------------------------------------------------- finishing a replay
@@ -369,7 +370,7 @@ def codegen_map(kernel, signature: dict, constexprs: dict | None = None, *, alig
     """
     setup = _setup("sm_90", 4, None)
     module = _codegen(kernel, signature, constexprs, setup, aligned)
-    raw = module.str()
+    raw = compat.triton_module_text(module)
     locs = _resolve_locs(raw)
     source, first = kernel_source(kernel)
     source = textwrap.dedent(source)
