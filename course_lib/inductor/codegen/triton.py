@@ -488,10 +488,10 @@ class TritonKernel(Kernel):
             f"{mean}, {m2}, {tile}_count = tl.reduce(({tile}_mean, {tile}_m2, {tile}_n), 1, welford_combine)",
             f"{mean} = {mean}[:, None]",
             f"{m2} = {m2}[:, None]",
-            f"{total} = {mean} * {w.mean.args[1].value}",  # the sum itself, for any other reader
         ]
         outer.cse[w.mean] = mean  # later phases spell the mean as sum / n: read the running mean
-        self.accs[w.total], self.accs[w.m2] = total, m2
+        # a reader of the sum itself (rare) gets mean * n, written where it is used
+        self.accs[w.total], self.accs[w.m2] = f"({mean} * {w.mean.args[1].value})", m2
 
     def online_softmax_update(self, w: OnlineSoftmaxPair, outer: Scope, inner: Scope, mask: str) -> None:
         """Per lane: the new max, and the running sum rescaled to it plus this element's term."""
