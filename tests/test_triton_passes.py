@@ -79,3 +79,27 @@ def test_conversion_rows_follow_each_op_into_the_llvm_dialect():
     assert rows["x_ptr + offs"].work() == {"llvm.getelementptr": 2}
     with pytest.raises(ValueError, match="llvm_dialect"):
         passes.conversion_rows(passes.run_passes(*ADD))
+
+
+def test_compat_pass_bindings_used_by_the_replay():
+    """One call of each compat function this module relies on (an upgrade that moves one fails here)."""
+    from course_lib.triton.compile import gpu_target
+
+    target = gpu_target("sm_90")
+    backend, context = compat.triton_backend_and_context(target)
+    options = backend.parse_options({"num_warps": 4})
+    src = compat.triton_ast_source(ADD[0], ADD[1], ADD[2])
+    module = compat.triton_codegen(ADD[0], src, target, backend, options, context)
+    assert "tt.func public @add_kernel" in compat.triton_module_text(module)
+    calls, run_args = compat.triton_stage_pass_calls(backend, "make_ttgir", module, options, 90)
+    assert ("passes.ttgpuir", "coalesce", ()) in calls and run_args == ("make_ttgir",)
+    assert calls[0] == ("passes.ttir", "convert_to_ttgpuir", ("cuda:90", 4, 32, 1))
+    assert compat.triton_stage_pass_calls(backend, "make_ttir", module, options, 90)[0][0][1] == "inliner"
+    assert "#ttg" not in compat.triton_module_text(module)  # recording ran nothing
+    compat.triton_run_pass(context, module, *calls[0], run_args)
+    assert "#ttg.blocked" in compat.triton_module_text(module)
+    names = [r["name"] for r in compat.triton_module_ops(module)]
+    assert names[-1] == "builtin.module" and "tt.load" in names
+    assert compat.triton_ir().pass_manager is not None
+    with pytest.raises(compat.CompatError, match="has no stage method"):
+        compat.triton_stage_pass_calls(backend, "make_nothing", module, options, 90)
