@@ -471,8 +471,12 @@ SIGNATURES["attention_tma"] = (
 def tma_matmul_signature(block_m: int, block_n: int, block_k: int, dtype: str = "bf16") -> tuple:
     """``(kernel, signature, constexprs)`` of the persistent TMA matmul for one tile shape."""
     kernel, sig, consts = SIGNATURES["matmul_tma"]
-    sig = {**sig, "a_desc": f"tensordesc<{dtype}[{block_m}, {block_k}]>",
-           "b_desc": f"tensordesc<{dtype}[{block_k}, {block_n}]>", "c_desc": f"tensordesc<{dtype}[{block_m}, {block_n}]>"}
+    sig = {
+        **sig,
+        "a_desc": f"tensordesc<{dtype}[{block_m}, {block_k}]>",
+        "b_desc": f"tensordesc<{dtype}[{block_k}, {block_n}]>",
+        "c_desc": f"tensordesc<{dtype}[{block_m}, {block_n}]>",
+    }
     return kernel, sig, {**consts, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k}  # fmt: skip
 
 
