@@ -30,6 +30,17 @@ def test_matmul_passes_do_what_the_notebook_says():
     assert "#ttg.nvidia_mma" not in run.step("accelerate_matmul").before
     assert "ttg.async_copy_global_to_local" in run.step("pipeline").after
     assert "ttg.async_copy_global_to_local" not in run.step("pipeline").before
+    coalesced = passes.memory_layouts(run.step("coalesce").after)  # fp16 tiles: 8 x 16 bits = 128 bits per thread
+    assert [(op, shape) for op, shape, _, _ in coalesced] == [
+        ("tt.load", "128x32"),
+        ("tt.load", "32x128"),
+        ("tt.store", "128x128"),
+    ]
+    assert all(passes.blocked_field(lay, "sizePerThread") == [1, 8] for _, _, _, lay in coalesced)
+    assert all(
+        passes.blocked_field(lay, "sizePerThread") == [1, 1]
+        for *_, lay in passes.memory_layouts(run.step("coalesce").before)
+    )
     removed = run.step("remove_layout_conversions")
     assert (
         passes.op_counts(removed.after)["ttg.convert_layout"] < passes.op_counts(removed.before)["ttg.convert_layout"]

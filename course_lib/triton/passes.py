@@ -495,3 +495,17 @@ def codegen_source(method: str, around: str | None = None, context: int = 6) -> 
         lo, hi = max(0, hit - context), min(len(lines), hit + context + 1)
         lines = [lines[0], "    ..."] + lines[lo:hi] + ["    ..."] if lo > 0 else lines[lo:hi]
     return "\n".join(lines)
+
+
+_MEM_OP = re.compile(r"\b(tt\.load|tt\.store)\b.*: tensor<([\dx]+)x!tt\.ptr<(\w+)>, (#\w+)>")
+
+
+def memory_layouts(ttgir: str) -> list[tuple[str, str, str, str]]:
+    """``(op, shape, element type, layout definition)`` for every ``tt.load`` / ``tt.store`` on a tensor
+    of pointers in a TTGIR module: the layouts ``coalesce`` chose for global memory accesses."""
+    defs = layouts(ttgir)
+    rows = []
+    for line in ttgir.splitlines():
+        if m := _MEM_OP.search(line):
+            rows.append((m[1], m[2], m[3], defs.get(m[4], m[4])))
+    return rows
