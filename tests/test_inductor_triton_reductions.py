@@ -150,7 +150,8 @@ def test_cross_entropy_loss_is_split_over_many_programs():
         return (F.cross_entropy(x, t),)
 
     c = _compile(f, x, t)
-    assert "def kernel1_partial(" in c.kernel_code and "DirectLaunch(kernel1_partial, grid=(64,)" in c.kernel_code, c.kernel_code
+    code = c.kernel_code
+    assert "def kernel1_partial(" in code and "DirectLaunch(kernel1_partial, grid=(64,)" in code, code
     torch.testing.assert_close(c(x, t)[0], f(x, t)[0], rtol=1e-5, atol=1e-5)
 
 
