@@ -338,17 +338,19 @@ def test_vector_widths_and_sve(monkeypatch):
 
 # ----------------------------------------------------------------------------- Inductor's loops as data (06c)
 @pytest.mark.parametrize(
-    "name, loops, depth",
-    [("pointwise_tail", [("x0", 16, 2672, 2)], 1), ("row_sum_tail", [("x1", 16, 368, 12)], 1),
-     ("serial_amax", [("x1", 16, 16, 10)], 0)],
+    "seed, loops, depth",
+    [(2, [("x0", 16, 2672, 2)], 1), (1, [("x1", 16, 368, 12)], 1), (0, [("x1", 16, 16, 10)], 0),
+     (5, [("x0", 16, 8288, 0)], 1)],
 )  # fmt: skip
-def test_vector_loops_and_omp_depth_on_recorded_kernels(name, loops, depth):
+def test_vector_loops_and_omp_depth_on_recorded_kernels(seed, loops, depth):
     from course_lib.cpu import inductor_loops as il
 
-    cpp = (DATA / f"inductor_{name}.cpp").read_text()
-    found = il.vector_loops(cpp)
-    assert [v.as_tuple() for v in found] == loops and il.omp_depth(cpp) == depth
+    g = il.recorded_graph(seed)
+    found = il.vector_loops(g.cpp)
+    assert [v.as_tuple() for v in found] == loops and il.omp_depth(g.cpp) == depth and not g.live
     assert all((v.full_end, v.tail) == il.expected_split(v.stop, v.lanes) for v in found)
+    assert il.parallel_depth(g.case.ranges, g.threads) == depth and {v.stop for v in found} <= set(g.case.ranges)
+    assert il.recorded_graph(999) is None
 
 
 def test_parallel_depth_rule_cases():
@@ -387,7 +389,7 @@ def test_pictures_of_kernels_and_vectorisers(monkeypatch):
     matplotlib.use("Agg")
     from course_lib.cpu import inductor_loops as il
 
-    fig = il.plot_kernel_structure((DATA / "inductor_row_sum_tail.cpp").read_text(), threads=2)
+    fig = il.plot_kernel_structure(il.recorded_graph(1).cpp, threads=2)
     assert len(fig.axes) == 2
     with pytest.raises(ValueError, match="no vectorised loop"):
         il.plot_kernel_structure("for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(9L); "
@@ -420,3 +422,17 @@ def test_launches_read_from_the_wrapper_call():
     assert il.launch_counts(wrapper) == (1, 2)
     with pytest.raises(ValueError, match="def call"):
         il.launches("print('not a wrapper')")
+
+
+def test_random_graphs_fall_back_to_recordings_when_torch_compile_fails(monkeypatch, capsys):
+    from course_lib.cpu import inductor_loops as il
+
+    def broken(case):
+        raise RuntimeError("no C++ compiler")
+
+    monkeypatch.setattr(il, "compile_graph", broken)
+    got = il.compile_random_graphs([0, 5], progress=False)
+    assert [g.case for g in got] == [il.random_graph(0), il.random_graph(5)] and not any(g.live for g in got)
+    assert "torch.compile failed here (RuntimeError: no C++ compiler)" in capsys.readouterr().out
+    with pytest.raises(RuntimeError, match="no C\\+\\+ compiler"):
+        il.compile_random_graphs([0, 999], progress=False)  # 999 has no recording: the error stays

@@ -154,16 +154,27 @@ def random_graph(seed: int) -> GraphCase:
     return GraphCase(expr, (rows, cols), reduction)
 
 
+# Kernels recorded for the notebook's seeds (torch 2.13.0+cpu, AVX-512 x86-64, 2 OpenMP threads),
+# shown when torch.compile cannot run here. data/cpu/README.md says how they were made.
+RECORDED_DIR = "cpu/inductor_graphs"
+RECORDED_THREADS = 2
+
+
 @dataclasses.dataclass(frozen=True)
 class CompiledGraph:
-    """A random graph and the C++ kernel Inductor wrote for it."""
+    """A random graph, the C++ kernel Inductor wrote for it, and the OpenMP team size it was
+    written for (``decide_parallel_depth`` depends on it). ``live`` is False for a recording."""
 
     case: GraphCase
     cpp: str
+    threads: int = RECORDED_THREADS
+    live: bool = False
 
 
 def compile_graph(case: GraphCase) -> CompiledGraph:
     """Run ``case`` through torch.compile (Inductor, static shapes) and keep its one C++ kernel."""
+    import torch
+
     from course_lib import compat
     from course_lib.cpu import inductor_view
 
@@ -171,15 +182,36 @@ def compile_graph(case: GraphCase) -> CompiledGraph:
     kernels = inductor_view.parse_output_code("\n".join(codes)).kernels
     if len(kernels) != 1:
         raise RuntimeError(f"expected one C++ kernel for {case}, Inductor wrote {len(kernels)}")
-    return CompiledGraph(case, kernels[0].source)
+    return CompiledGraph(case, kernels[0].source, torch.get_num_threads(), live=True)
+
+
+def recorded_graph(seed: int) -> CompiledGraph | None:
+    """The recorded kernel of :func:`random_graph` ``(seed)``, or None when none was recorded."""
+    from course_lib import env
+
+    path = env.data_dir() / RECORDED_DIR / f"seed_{seed}.cpp"
+    return CompiledGraph(random_graph(seed), path.read_text()) if path.exists() else None
 
 
 def compile_random_graphs(seeds, progress: bool = True) -> list[CompiledGraph]:
-    """:func:`compile_graph` on :func:`random_graph` of each seed (about 2 s each once Inductor is warm)."""
+    """:func:`compile_graph` on :func:`random_graph` of each seed (about 2 s each once Inductor is warm).
+
+    When torch.compile fails here (no C++ compiler, say) and every seed has a recording, the
+    recordings are returned instead, with a sentence saying so; otherwise the error is raised.
+    """
     from tqdm.auto import tqdm
 
     seeds = list(seeds)
-    return [compile_graph(random_graph(s)) for s in tqdm(seeds, desc="Inductor", disable=not progress)]
+    try:
+        return [compile_graph(random_graph(s)) for s in tqdm(seeds, desc="Inductor", disable=not progress)]
+    except Exception as exc:  # noqa: BLE001 - a broken toolchain: fall back to the recordings
+        recorded = [recorded_graph(s) for s in seeds]
+        if any(r is None for r in recorded):
+            raise
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:120]
+        print(f"torch.compile failed here ({reason}); showing kernels recorded in data/{RECORDED_DIR} "
+              f"with {RECORDED_THREADS} threads instead.")  # fmt: skip
+        return recorded
 
 
 # ----------------------------------------------------------------------------- the picture

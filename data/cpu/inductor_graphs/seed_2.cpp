@@ -1,4 +1,3 @@
-// Inductor (torch 2.13, AVX-512 machine, 2 threads) for torch.exp(torch.sin(x) * y)  on 14x191
 #include <torch/csrc/inductor/cpp_prefix.h>
 extern "C"  void  kernel(const float* in_ptr0,
                        const float* in_ptr1,
