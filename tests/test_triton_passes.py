@@ -82,6 +82,9 @@ def test_codegen_map_names_the_python_node_of_each_op():
 def test_conversion_rows_follow_each_op_into_the_llvm_dialect():
     run = passes.run_passes(*ADD, stages=("ttir", "ttgir", "llvm_dialect"))
     assert "llvm.func @add_kernel" in run.after_stage("llvm_dialect")
+    # the replay passes through exactly the LLVM-dialect module compile_stages keeps (before LLVMDIScope)
+    ref = compile_stages(*ADD, target="sm_90", aligned=True, passes=True)["llvm_dialect"]
+    assert any(s.after == ref for s in run) and passes.op_counts(run.final) == passes.op_counts(ref)
     rows = {r.python: r for r in passes.conversion_rows(run)}
     # 1024 elements / 128 threads = 8 per thread, in vectors of 4
     assert rows["x + y"].before == {"arith.addf": 1} and rows["x + y"].work() == {"llvm.fadd": 8}
