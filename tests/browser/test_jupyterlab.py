@@ -66,7 +66,7 @@ EXPECTED_FIGURES = {
     "05b_memory_occupancy_collectives": 6,
     "06a_simd_vectorisation": 0,
     "06b_openmp_caches": 4,
-    "06c_reading_inductor": 0,
+    "06c_reading_inductor": 3,  # kernel structure x 2, gcc vs clang verdicts (engineer D)
 }
 
 # Check cells whose check is not the cell's last expression, so JupyterLab shows no verdict under
