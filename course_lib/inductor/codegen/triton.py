@@ -566,7 +566,13 @@ class TritonKernel(Kernel):
 
 def module_source(kernels, persistent_rnumel: int | None = None) -> str:
     persistent_rnumel = persistent_rnumel or PERSISTENT_RNUMEL
-    parts = ["import triton", "import triton.language as tl", "", "from course_lib.inductor.launcher import DirectLaunch", ""]
+    parts = [
+        "import triton",
+        "import triton.language as tl",
+        "",
+        "from course_lib.inductor.launcher import DirectLaunch",
+        "",
+    ]
     body = []
     first_with: dict[str, str] = {}  # kernel source with its name blanked -> the first kernel that had it
     for k in kernels:
@@ -636,14 +642,19 @@ TRITON_SIG = {"float32": "fp32", "float64": "fp64", "int64": "i64", "int32": "i3
 
 def compile_to_ptx(compiled, target: str = "sm_90") -> dict:
     """Every stage (TTIR ... PTX) of each Triton kernel of a ``CompiledGraph`` built with
-    ``codegen="triton"``, through course_lib.triton.compile_stages (no GPU needed)."""
+    ``codegen="triton"``, through course_lib.triton.compile_stages (no GPU needed). Keyed by jit function
+    name (a split reduction has ``<name>_partial`` too); a kernel that is an alias of an earlier
+    identical one is left out."""
     from course_lib.triton import compile_stages
 
     call_globals = compiled.call.__globals__
-    out = {}
+    out, seen = {}, set()
     for k in compiled.schedule.kernels:
         if k.kind == "kernel":
             launch = call_globals[k.name]
             for name, jit_fn, warps in launch.stages:
+                if id(jit_fn) in seen:  # an alias of an identical kernel (a repeated layer): compiled once, shown once
+                    continue
+                seen.add(id(jit_fn))
                 out[name] = compile_stages(jit_fn, launch.signature, launch.constexprs, target, num_warps=warps)
     return out
