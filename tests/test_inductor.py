@@ -111,10 +111,10 @@ def test_precompiled_header_is_built_once_and_used(tmp_path, monkeypatch):
 
 
 def test_cpp_flattens_outer_loops_into_one_parallel_loop():
-    s = torch.randn(2, 3, 64, 256)
-    c = ind.compile_graph(_trace(lambda t: (torch.softmax(t * 0.5, -1),), s), [s])
+    s = torch.randn(3, 2, 64, 256)  # read transposed: the three outer loops cannot merge into one
+    c = ind.compile_graph(_trace(lambda t: (torch.softmax(t.transpose(0, 1) * 0.5, -1),), s), [s])
     assert "for (int64_t x = 0; x < 384; x++)" in c.kernel_code and "const int64_t x1 = (x / 64) % 3;" in c.kernel_code
-    torch.testing.assert_close(c(s)[0], torch.softmax(s * 0.5, -1))
+    torch.testing.assert_close(c(s)[0], torch.softmax(s.transpose(0, 1) * 0.5, -1))
 
 
 def test_cpp_small_kernels_stay_on_one_thread():
@@ -295,3 +295,33 @@ def test_scalar_outputs_in_triton():
     fn = lambda a, b: (F.cross_entropy(a, b),)  # noqa: E731
     c = ind.compile_graph(_trace(fn, x, t), [x, t], codegen="triton")
     torch.testing.assert_close(c(x, t)[0], fn(x, t)[0])
+
+
+def test_cpp_merges_loops_that_walk_memory_as_one():
+    """simplify_loops (Inductor's SizeVarAllocator._simplify_loops): a batch-norm-like kernel on
+    [2, 16, 4, 4] loops over N, C and one inner loop of H*W = 16; a transposed read keeps its loops."""
+    from course_lib.inductor.codegen import common
+
+    x, w = torch.randn(2, 16, 4, 4), torch.randn(1, 16, 1, 1)
+    c = ind.compile_graph(_trace(lambda a, b: (torch.relu(a * b + 1.0),), x, w), [x, w])
+    assert "r0 < 16; r0++" in c.kernel_code and "x1 < 16; x1++" in c.kernel_code, c.kernel_code
+    torch.testing.assert_close(c(x, w)[0], torch.relu(x * w + 1.0))
+    k = [k for k in c.schedule.kernels if k.kind == "kernel"][0]
+    assert common.simplify_loops(k.plan).group == ((2, 16), (16,))
+    t = torch.randn(4, 8, 16)
+    ct = ind.compile_graph(_trace(lambda a: (a.transpose(1, 2) * 2.0,), t), [t])
+    kt = [k for k in ct.schedule.kernels if k.kind == "kernel"][0]
+    assert common.simplify_loops(kt.plan).group == kt.plan.group  # strides do not line up: nothing merges
+    torch.testing.assert_close(ct(t)[0], t.transpose(1, 2) * 2.0)
+
+
+def test_cpp_one_loop_both_parallel_and_simd():
+    """A full reduction over enough elements is one loop under ``parallel for simd`` (two
+    separate pragmas on one loop do not compile; the graph fell back to eager)."""
+    x = torch.randn(65536)
+    c = ind.compile_graph(_trace(lambda t: (t * 2.0 + 1.0, t.sum(), t.amax()), x), [x])
+    assert "#pragma omp parallel for simd reduction(+:" in c.kernel_code
+    out = c(x)
+    torch.testing.assert_close(out[0], x * 2.0 + 1.0)
+    torch.testing.assert_close(out[1], x.sum(), rtol=1e-4, atol=1e-3)
+    torch.testing.assert_close(out[2], x.amax())

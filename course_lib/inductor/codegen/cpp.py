@@ -24,7 +24,7 @@ import subprocess
 
 import sympy
 
-from course_lib.inductor.codegen.common import Kernel, Scope, depends_on, pointer_names  # noqa: F401
+from course_lib.inductor.codegen.common import Kernel, Scope, depends_on, pointer_names, simplify_loops  # noqa: F401
 from course_lib.inductor.ir import Const, IndexValue, Load, Op
 from course_lib.inductor.scheduler import Acc, KernelPlan
 from course_lib.inductor.sizevars import FloorDiv, ModIdx, is_static, kernel_vars, prod
@@ -132,7 +132,7 @@ class CppKernel(Kernel):
     """Generate one kernel function from its plan."""
 
     def __init__(self, name: str, plan: KernelPlan, ptrs: dict[str, str] | None, dtypes: dict[str, str]):
-        super().__init__(name, plan)
+        super().__init__(name, simplify_loops(plan))  # fewer, longer loops where memory allows
         if ptrs is not None:
             self.ptrs = self.args.ptrs = ptrs
         self.dtypes = dtypes
@@ -239,10 +239,15 @@ class CppKernel(Kernel):
     def loops(self, sizes, syms, body: list[str], pragma_inner: str, pragma_outer: str | None) -> list[str]:
         lines, indent = [], ""
         for d, (size, s) in enumerate(zip(sizes, syms)):
-            if d == 0 and pragma_outer:
-                lines.append(indent + pragma_outer)
-            if d == len(sizes) - 1 and pragma_inner:
-                lines.append(indent + pragma_inner)
+            if d == 0 and pragma_outer and d == len(sizes) - 1 and pragma_inner:
+                # one loop both split over threads and vectorised: OpenMP's combined construct
+                # (two pragmas on one loop do not compile; the clauses are the same reduction)
+                lines.append(indent + pragma_outer.replace("parallel for", "parallel for simd", 1))
+            else:
+                if d == 0 and pragma_outer:
+                    lines.append(indent + pragma_outer)
+                if d == len(sizes) - 1 and pragma_inner:
+                    lines.append(indent + pragma_inner)
             lines.append(f"{indent}for (int64_t {s} = 0; {s} < {self.index(size)}; {s}++)")
             indent += "    "
         if not sizes:
