@@ -1066,3 +1066,48 @@ def triton_module_text(module) -> str:
     if not hasattr(module, "str"):
         raise CompatError("triton's ir.module has no str() in this version (compat.triton_module_text)")
     return module.str()
+
+
+# ----------------------------------------------------------------------------- Inductor's output code: C++ fast paths
+
+
+def _dynamo_guards():
+    import torch
+
+    return getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+
+
+def inductor_empty_strided(device):
+    """``empty_strided(size, stride, dtype)`` on ``device``: Inductor's output code allocates with
+    ``empty_strided_cpu`` / ``empty_strided_cuda`` (``torch._C._dynamo.guards``), which skip the
+    dispatcher. The CUDA one allocates on the current device, so it is used only when the process
+    sees one GPU; otherwise, or when torch lacks them, ``torch.empty_strided`` on ``device``."""
+    import torch
+
+    dev = torch.device(device)
+    guards = _dynamo_guards()
+    if dev.type == "cpu" and hasattr(guards, "_empty_strided_cpu"):
+        return guards._empty_strided_cpu
+    if dev.type == "cuda" and hasattr(guards, "_empty_strided_cuda") and torch.cuda.device_count() == 1:
+        return guards._empty_strided_cuda
+
+    def empty_strided(size, stride, dtype):
+        return torch.empty_strided(size, stride, dtype=dtype, device=dev)
+
+    return empty_strided
+
+
+def inductor_reinterpret_tensor():
+    """``reinterpret_tensor(t, size, stride, offset)``: ``t``'s storage seen with another size and
+    stride, ``offset`` elements past ``t``'s own offset (Inductor's ``reinterpret_tensor``, a C++ alias
+    without autograd view tracking; ``torch.as_strided`` where torch lacks it)."""
+    import torch
+
+    guards = _dynamo_guards()
+    if hasattr(guards, "_reinterpret_tensor"):
+        return guards._reinterpret_tensor
+
+    def reinterpret_tensor(t, size, stride, offset):
+        return torch.as_strided(t, size, stride, t.storage_offset() + offset)
+
+    return reinterpret_tensor

@@ -164,3 +164,33 @@ def test_compat_triton_still_launches_the_way_direct_launch_copies():
     assert hasattr(CompiledKernel, "run") and hasattr(CompiledKernel, "_init_handles")
     assert compat.triton_launch_binding(object()) is None
     assert not compat._hook_active(None) and compat._hook_active(print)
+
+
+# ---------------------------------------------------------------------------- the wrapper's per-call work
+
+
+def test_compat_fast_allocation_and_reinterpret_match_torch():
+    empty = compat.inductor_empty_strided("cpu")
+    t = empty((3, 4), (1, 3), torch.float64)
+    assert (t.shape, t.stride(), t.dtype, t.device.type) == ((3, 4), (1, 3), torch.float64, "cpu")
+    base = torch.arange(40.0)[5:]
+    fast = compat.inductor_reinterpret_tensor()(base, (3, 2), (4, 1), 7)
+    torch.testing.assert_close(fast, torch.as_strided(base, (3, 2), (4, 1), base.storage_offset() + 7))
+    assert fast.data_ptr() == base.data_ptr() + 7 * base.element_size()  # an alias, not a copy
+
+
+def _mm_then_view(x, w):
+    y = (x * 2.0).reshape(4, 6) @ w  # the extern mm reads a re-viewed buffer
+    return y.t() + 1.0, (x + 1.0).reshape(6, 4)
+
+
+def test_wrapper_allocates_with_the_fast_path_and_returns_real_views():
+    torch.manual_seed(0)
+    x, w = torch.randn(2, 2, 6), torch.randn(6, 5)
+    gm = compat.make_fx(_mm_then_view, x, w, decompositions=decomp.DECOMPOSITIONS)
+    c = ind.compile_graph(gm, [x, w])
+    code = c.wrapper_code
+    assert "empty_strided(" in code and "device=device" not in code, code
+    assert "aten.mm.default(reinterpret_tensor(" in code, code
+    for got, ref in zip(c(x, w), _mm_then_view(x, w), strict=True):
+        torch.testing.assert_close(got, ref)
