@@ -65,9 +65,55 @@ def _job(kind: str, name: str, device: str, barrier, lock, out: str) -> None:
             if kind == "course":
                 row["eager_ms"] = real_models.step_ms(keep["eager"], keep["eager"], keep["inputs"])
                 row["course_ms"] = real_models.step_ms(keep["twin"], keep["compiled"], keep["inputs"])
+                # the same compiled model with every launch through Triton's JIT dispatch (kernel[grid])
+                from course_lib.inductor import launcher
+
+                row["launch_sites"] = launcher.report(launcher.sites())
+                launcher.set_direct(False)
+                row["course_jit_ms"] = real_models.step_ms(keep["twin"], keep["compiled"], keep["inputs"])
+                launcher.set_direct(True)
             else:
                 row["inductor_ms"] = real_models.step_ms(keep["twin"], keep["compiled"], keep["inputs"])
     pathlib.Path(out).write_text(json.dumps(row, default=str))
+
+
+def launch_overhead(n: int = 2000, device: str = "cuda") -> dict:
+    """Microseconds of host time per launch of one tiny course kernel (``x * 2 + 1`` on 1024 floats),
+    ``n`` launches back to back then one synchronise: the direct launch (a bound DirectLaunch site),
+    the same kernel through ``kernel[grid]`` (Triton's JIT dispatch), and eager's ``torch.mul``."""
+    import torch
+
+    import course_lib.inductor as ind
+    from course_lib import compat, decomp
+    from course_lib.inductor.launcher import DirectLaunch
+
+    def fn(x):
+        return (x * 2.0 + 1.0,)
+
+    x = torch.randn(1024, device=device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    c = ind.compile_graph(compat.make_fx(fn, x, decompositions=decomp.DECOMPOSITIONS), [x], codegen="triton")
+    got = c(x)[0]
+    c(x)
+    torch.testing.assert_close(got, fn(x)[0])
+    module = c.call.__globals__["kernel0"].__globals__
+    site = next(v for v in module.values() if isinstance(v, DirectLaunch))
+    y = torch.empty_like(x)
+
+    def per_launch_us(launch) -> float:
+        launch()
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            launch()
+        sync()
+        return round((time.perf_counter() - t0) / n * 1e6, 2)
+
+    return {"bound": site.bound, "refused": site.refused, "direct_us": per_launch_us(lambda: site(x, y)),
+            "jit_us": per_launch_us(lambda: site.kernel[site.grid](x, y, *site.ints, **site.constexprs,
+                                                                   num_warps=site.num_warps)),
+            "eager_mul_us": per_launch_us(lambda: torch.mul(x, 2.0, out=y)),
+            "course_graph_call_us": per_launch_us(lambda: c(x))}  # fmt: skip
 
 
 def _merge(parts: list[dict]) -> dict:
@@ -79,6 +125,8 @@ def _merge(parts: list[dict]) -> dict:
         row["course_over_eager"] = round(row["course_ms"] / row["eager_ms"], 3)
     if "course_ms" in row and "inductor_ms" in row:
         row["course_over_inductor"] = round(row["course_ms"] / row["inductor_ms"], 3)
+    if "course_jit_ms" in row and "eager_ms" in row:
+        row["course_jit_over_eager"] = round(row["course_jit_ms"] / row["eager_ms"], 3)
     return row
 
 
@@ -120,6 +168,12 @@ def main(out_dir: str) -> None:
             "name": name, "job": kind, f"{kind}_error": "no result before the deadline"}  # fmt: skip
         by_name.setdefault(name, []).append(part)
     rows = [_merge(by_name[name]) for name in names]
+    overhead: dict = {}
+    if device == "cuda":
+        try:
+            overhead = launch_overhead()
+        except Exception as exc:  # recorded, never fatal
+            overhead = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
     for r in rows:
         print(json.dumps({k: v for k, v in r.items() if not k.endswith("trace")}), flush=True)
     timed = [r for r in rows if "course_over_eager" in r]
@@ -132,6 +186,11 @@ def main(out_dir: str) -> None:
             "geomean_course_over_eager": _geomean([r["course_over_eager"] for r in timed]),
             "geomean_course_over_inductor": _geomean([r["course_over_inductor"] for r in timed
                                                       if "course_over_inductor" in r]),
+            "geomean_course_jit_over_eager": _geomean([r["course_jit_over_eager"] for r in timed
+                                                       if "course_jit_over_eager" in r]),
+            "launch_overhead_us": overhead,
+            "course_jit_note": "course_jit_ms: the same compiled model timed again with every Triton launch "
+                               "through kernel[grid] (launcher.set_direct(False)); course_ms launches directly",
             "wall_s": round(time.perf_counter() - t0, 1)}  # fmt: skip
     try:
         import transformers

@@ -194,3 +194,18 @@ def test_wrapper_allocates_with_the_fast_path_and_returns_real_views():
     assert "aten.mm.default(reinterpret_tensor(" in code, code
     for got, ref in zip(c(x, w), _mm_then_view(x, w), strict=True):
         torch.testing.assert_close(got, ref)
+
+
+def test_set_direct_off_and_on_again():
+    kernel, rt = FakeKernel(), FakeRuntime()
+    site = _site(kernel, rt)
+    a, b = FakeTensor(0), FakeTensor(64)
+    site(a, b)
+    assert site in launcher.sites()
+    launcher.set_direct(False, [site])
+    site(a, b)
+    assert not site.bound and len(kernel.calls) == 2 and rt.runs == []
+    launcher.set_direct(True, [site])
+    site(a, b)  # binds again through the JIT
+    site(a, b)
+    assert site.bound and len(kernel.calls) == 3 and len(rt.runs) == 1

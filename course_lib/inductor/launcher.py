@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import weakref
 
 #: ``COURSE_DIRECT_LAUNCH=0`` keeps every launch on ``kernel[grid]`` (for measuring the difference).
 DIRECT_ENV = "COURSE_DIRECT_LAUNCH"
@@ -42,6 +43,22 @@ DIRECT_ENV = "COURSE_DIRECT_LAUNCH"
 
 def direct_enabled() -> bool:
     return os.environ.get(DIRECT_ENV, "1") != "0"
+
+
+#: Every live launch site, so a benchmark can report on them and time the JIT path in the same process
+#: (weak: a site goes when its compiled graph does).
+_SITES: weakref.WeakSet = weakref.WeakSet()
+
+
+def sites() -> list:
+    return list(_SITES)
+
+
+def set_direct(on: bool, sites_=None) -> None:
+    """Turn direct launches off (every site unbound and kept on ``kernel[grid]``) or back on (each
+    site binds again at its next launch): for measuring what the JIT's dispatch costs."""
+    for site in sites() if sites_ is None else sites_:
+        site.unbind(None if on else "set_direct(False)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +111,7 @@ class DirectLaunch:
         self._stream = None
         self._bound_device = None
         self._tail = ()  # the non-tensor arguments in the kernel's parameter order
+        _SITES.add(self)
 
     def __repr__(self) -> str:
         state = "direct" if self._run is not None else f"jit ({self.refused})" if self.refused else "jit"
@@ -102,6 +120,11 @@ class DirectLaunch:
     @property
     def bound(self) -> bool:
         return self._run is not None
+
+    def unbind(self, reason: str | None) -> None:
+        """Forget the bound binary; ``reason`` None lets the next aligned launch bind again."""
+        self._run = None
+        self.refused = reason
 
     def __call__(self, *tensors):
         run = self._run
@@ -150,7 +173,7 @@ class DirectLaunch:
 
 def aligned(tensors) -> bool:
     """Every pointer 16-byte aligned: what the JIT specialises pointers on (``tt.divisibility = 16``)."""
-    return all(t.data_ptr() % 16 == 0 for t in tensors)
+    return all(hasattr(t, "data_ptr") and t.data_ptr() % 16 == 0 for t in tensors)
 
 
 def _kernel_name(kernel) -> str:
