@@ -7,7 +7,10 @@ Teaches ``torch/_inductor/codegen/cpp.py``:
   elements) runs in the *same* loop in a ``C10_UNLIKELY`` branch with masked ``loadu(ptr, count)``
   and ``store(ptr, count)``, so there is no scalar tail loop;
 * ``CppKernel.decide_parallel_depth``: how many outer loops get ``#pragma omp for`` (zero when a
-  thread's share would be under ``config.cpp.min_chunk_size`` = 512 elements).
+  thread's share would be under ``config.cpp.min_chunk_size`` = 512 elements);
+* the wrapper's ``call`` (``torch/_inductor/codegen/cpp_wrapper_cpu.py`` / ``wrapper.py``): which
+  work became Inductor's own C++ kernels and which went to ``extern_kernels`` or ATen fallbacks
+  (``torch/_inductor/lowering.py``: ``make_fallback``).
 
 Pipeline position: Inductor's generated C++ (``inductor_view.CppKernel``) -> typed records
 (:class:`VecLoop`, a parallel depth). The course side is a reader, not a code generator: it parses
