@@ -58,7 +58,7 @@ _as_verdict = as_verdict  # the old private name
 
 PASSED, FAILED, NOT_ATTEMPTED, RAISED = "passed", "failed", "not attempted", "raised"
 
-# Status marks that need no emoji font (issue 25 saw emoji as empty boxes): a short word for
+# Status marks that need no emoji font (without one, emoji show as empty boxes): a short word for
 # text, a coloured CSS badge for HTML.
 _MARKS = {PASSED: "PASS", FAILED: "FAIL", NOT_ATTEMPTED: "TODO", RAISED: "ERROR"}
 _BADGE_COLOURS = {PASSED: "#137333", FAILED: "#c5221f", NOT_ATTEMPTED: "#5f6368", RAISED: "#b06000"}
