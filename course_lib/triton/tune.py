@@ -6,7 +6,8 @@ the first launch for each new value of ``key`` runs every config with ``triton.t
 and keeps the fastest in a cache (``prune_configs_by`` and ``early_config_prune`` drop configs
 before timing). Inductor does the same for its generated kernels: ``torch/_inductor/runtime/
 triton_heuristics.py`` builds a small config list per kernel kind (pointwise, reduction,
-template) and benchmarks them when ``max_autotune`` is on, otherwise takes a heuristic pick.
+template) and times them at the kernel's first launch; ``max_autotune`` makes the lists longer
+and adds matmul templates.
 
 :func:`pick` says which source its numbers came from. The second half is the step before timing
 (03b's exercise): :func:`prune` drops configs whose compile metadata (shared memory, registers,
