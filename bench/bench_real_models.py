@@ -7,9 +7,15 @@ and the median runtime of a training step (forward, loss, backward) for eager, I
 course_lib, timed in interleaved rounds so a noisy neighbour hits all three alike. Prints a
 table, the geomean ratios course/eager, course/Inductor and course's cold compile over
 Inductor's, and which graphs left the course pipeline (a fallback is counted, not hidden).
-Writes ``results_dir/real_models.json``. ``BENCH_MODELS="gpt2 resnet"`` picks a subset.
+Writes ``results_dir/real_models.json``. ``BENCH_MODELS="gpt2 resnet"`` (or
+``python bench/bench_real_models.py --models gpt2 resnet --rounds 15``) picks a subset.
 The configs are the test suite's (two layers, widths of 32): small enough that per-call
-overhead (Python wrappers, kernel launches) weighs as much as arithmetic.
+overhead (Python wrappers, kernel launches, waking OpenMP threads) weighs as much as arithmetic.
+
+Cold compile is cold for both compilers: Inductor's cache and course_lib's artefact cache
+(``COURSE_CACHE_DIR``: the g++ outputs and precompiled header) start in fresh temporary
+directories. On a shared machine the medians move with the neighbours' load (recorded as the
+load average beside each row); the ratios of the fastest rounds (``best_*``) move less.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ def _fallbacks(records: list) -> list[str]:
     return [f"{kind}: {reason}" for kind, reason in records if kind != "compiled"]
 
 
-def measure(name: str) -> dict:
+def measure(name: str, rounds: int = ROUNDS) -> dict:
     import copy
 
     import torch
@@ -63,17 +69,21 @@ def measure(name: str) -> dict:
         _step(models[key], inputs)
         compile_s[key] = time.perf_counter() - t0 - eager_first
     times: dict[str, list[float]] = {k: [] for k in models}
-    for _ in range(ROUNDS):  # interleaved
+    load = os.getloadavg()[0]
+    for _ in range(rounds):  # interleaved
         for key, model in models.items():
             t0 = time.perf_counter()
             _step(model, inputs)
             times[key].append(time.perf_counter() - t0)
     med = {k: statistics.median(v) for k, v in times.items()}
-    return {"model": name, "family": real_models.MODELS[name].family, "runtime_s": med, "compile_s": compile_s,
-            "course_vs_eager": med["course_lib"] / med["eager"],
+    best = {k: min(v) for k, v in times.items()}
+    return {"model": name, "family": real_models.MODELS[name].family, "runtime_s": med, "best_s": best,
+            "compile_s": compile_s, "course_vs_eager": med["course_lib"] / med["eager"],
             "course_vs_inductor": med["course_lib"] / med["inductor"],
+            "best_course_vs_eager": best["course_lib"] / best["eager"],
+            "best_course_vs_inductor": best["course_lib"] / best["inductor"],
             "cold_compile_vs_inductor": compile_s["course_lib"] / max(compile_s["inductor"], 1e-9),
-            "fallbacks": _fallbacks(records)}  # fmt: skip
+            "load_avg": [round(load, 2), round(os.getloadavg()[0], 2)], "fallbacks": _fallbacks(records)}  # fmt: skip
 
 
 def geomean(xs) -> float:
@@ -81,16 +91,23 @@ def geomean(xs) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
-def main(results_dir: pathlib.Path) -> None:
+RATIOS = ("course_vs_eager", "course_vs_inductor", "cold_compile_vs_inductor", "best_course_vs_eager",
+          "best_course_vs_inductor")  # fmt: skip
+
+
+def main(results_dir: pathlib.Path, models: list[str] | None = None, rounds: int = ROUNDS) -> None:
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="bench-real-inductor-"))
+    os.environ.setdefault("COURSE_CACHE_DIR", tempfile.mkdtemp(prefix="bench-real-course-"))
     from tqdm.auto import tqdm
 
     from course_lib.aot import real_models
 
-    names = os.environ.get("BENCH_MODELS", "").split() or list(real_models.MODELS)
-    rows = [measure(n) for n in tqdm(names, desc="real models")]
-    summary = {k: geomean(r[k] for r in rows) for k in ("course_vs_eager", "course_vs_inductor",
-                                                          "cold_compile_vs_inductor")}  # fmt: skip
+    names = models or os.environ.get("BENCH_MODELS", "").split() or list(real_models.MODELS)
+    unknown = [n for n in names if n not in real_models.MODELS]
+    if unknown:
+        raise SystemExit(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(real_models.MODELS)}")
+    rows = [measure(n, rounds) for n in tqdm(names, desc="real models")]
+    summary = {k: geomean(r[k] for r in rows) for k in RATIOS}
     head = f"{'model':14s} {'eager ms':>9s} {'inductor':>9s} {'course':>9s} {'c/eager':>8s} {'c/ind':>7s} " \
            f"{'compile ind s':>13s} {'course s':>9s}  fallbacks"  # fmt: skip
     print(head)
@@ -98,16 +115,31 @@ def main(results_dir: pathlib.Path) -> None:
         t, c = r["runtime_s"], r["compile_s"]
         print(f"{r['model']:14s} {t['eager'] * 1e3:9.2f} {t['inductor'] * 1e3:9.2f} {t['course_lib'] * 1e3:9.2f} "
               f"{r['course_vs_eager']:8.2f} {r['course_vs_inductor']:7.2f} {c['inductor']:13.1f} "
-              f"{c['course_lib']:9.1f}  {len(r['fallbacks'])}")  # fmt: skip
+              f"{c['course_lib']:9.1f}  {len(r['fallbacks'])}  best c/e {r['best_course_vs_eager']:.2f} "
+              f"c/i {r['best_course_vs_inductor']:.2f}  load {r['load_avg']}")  # fmt: skip
     print(
         "geomean: course/eager {course_vs_eager:.2f}x, course/Inductor {course_vs_inductor:.2f}x, "
-        "cold compile course/Inductor {cold_compile_vs_inductor:.2f}x".format(**summary)
+        "cold compile course/Inductor {cold_compile_vs_inductor:.2f}x; fastest rounds: course/eager "
+        "{best_course_vs_eager:.2f}x, course/Inductor {best_course_vs_inductor:.2f}x".format(**summary)
     )
     results_dir.mkdir(parents=True, exist_ok=True)
-    out = {"rounds": ROUNDS, "what": "one training step (forward, loss, backward), median of interleaved rounds",
-           "rows": rows, "geomean": summary}  # fmt: skip
+    out = {"rounds": rounds, "what": "one training step (forward, loss, backward), median of interleaved rounds",
+           "threads": _threads(), "rows": rows, "geomean": summary}  # fmt: skip
     (results_dir / "real_models.json").write_text(json.dumps(out, indent=1) + "\n")
 
 
+def _threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
 if __name__ == "__main__":
-    main(pathlib.Path(__file__).resolve().parent / "results")
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="*", help="model names (default: all, or $BENCH_MODELS)")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved timing rounds per model")
+    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path(__file__).resolve().parent / "results")
+    cli = parser.parse_args()
+    main(cli.out, cli.models, cli.rounds)
