@@ -13,6 +13,13 @@ their steps, so no timing overlaps another job's work. Correctness runs in full 
 ``real_models.compare``); one extra job repeats MobileNetV2 through Inductor with TF32 on, which
 shows what TF32 alone does to that model. Timing: median of 20 training steps (forward, loss,
 backward) after 3 warm-up steps, ``torch.cuda.synchronize()`` before and after each step.
+
+Launch overhead (issue 21): the course job times its compiled model twice, launching each Triton
+kernel directly (``course_ms``, course_lib.inductor.launcher) and through Triton's JIT dispatch
+(``course_jit_ms``, ``launcher.set_direct(False)``); on CUDA a third job per model compiles with
+``COURSE_CUDAGRAPHS=1`` (each graph replayed as one CUDA graph, ``course_cg_ms``) and checks the
+gradients of a step taken while replaying (``cg_grad_error``). ``launch_overhead_us`` in the meta
+times one tiny kernel's launch each way (``RECORD_CUDAGRAPHS=0`` drops the CUDA-graph jobs).
 """
 
 from __future__ import annotations
@@ -44,6 +51,11 @@ def _job(kind: str, name: str, device: str, barrier, lock, out: str) -> None:
             fallback_report().clear()
             cmp = real_models.compare(name, backend="course_lib", device=device, keep=keep)
             row.update(dataclasses.asdict(cmp), ok=cmp.ok(), fallbacks=str(fallback_report()))
+        elif kind == "course_cg":  # the course backend with COURSE_CUDAGRAPHS=1 (each graph replayed as a CUDA graph)
+            os.environ["COURSE_CUDAGRAPHS"] = "1"
+            os.environ.setdefault("COURSE_COMPILE_WORKERS", "2")  # ten more jobs compiling at once
+            cmp = real_models.compare(name, backend="course_lib", device=device, keep=keep)
+            row.update(cg_grad_error_first_call=cmp.grad_error)
         elif kind == "inductor":
             cmp = real_models.compare(name, backend="inductor", device=device, keep=keep)
             row.update(inductor_grad_error=cmp.grad_error, inductor_ok=cmp.ok(), inductor_compile_s=cmp.compile_s)
@@ -72,9 +84,30 @@ def _job(kind: str, name: str, device: str, barrier, lock, out: str) -> None:
                 launcher.set_direct(False)
                 row["course_jit_ms"] = real_models.step_ms(keep["twin"], keep["compiled"], keep["inputs"])
                 launcher.set_direct(True)
+            elif kind == "course_cg":
+                row["course_cg_ms"] = real_models.step_ms(keep["twin"], keep["compiled"], keep["inputs"])
+                row["cg_grad_error"] = _replayed_grad_error(keep)  # after step_ms, every graph is replaying
+                from course_lib.inductor import cudagraphs
+
+                row["cudagraphs"] = cudagraphs.summary()
             else:
                 row["inductor_ms"] = real_models.step_ms(keep["twin"], keep["compiled"], keep["inputs"])
     pathlib.Path(out).write_text(json.dumps(row, default=str))
+
+
+def _replayed_grad_error(keep: dict) -> float:
+    """Worst relative parameter-gradient difference of one more training step, compiled (its graphs
+    replaying by now) against eager, both from the same weights."""
+    from course_lib.aot import real_models
+
+    grads = []
+    for module, run in ((keep["eager"], keep["eager"]), (keep["twin"], keep["compiled"])):
+        module.zero_grad(set_to_none=True)
+        real_models.loss_of(run(**keep["inputs"])).backward()
+        grads.append({n: p.grad.detach().clone() for n, p in module.named_parameters() if p.grad is not None})
+    eager, course = grads
+    scale = max(float(g.abs().max()) for g in eager.values())
+    return max(float((course[n] - g).abs().max()) / max(float(g.abs().max()), 1e-3 * scale) for n, g in eager.items())
 
 
 def launch_overhead(n: int = 2000, device: str = "cuda") -> dict:
@@ -125,6 +158,8 @@ def _merge(parts: list[dict]) -> dict:
         row["course_over_eager"] = round(row["course_ms"] / row["eager_ms"], 3)
     if "course_ms" in row and "inductor_ms" in row:
         row["course_over_inductor"] = round(row["course_ms"] / row["inductor_ms"], 3)
+    if "course_cg_ms" in row and "eager_ms" in row:
+        row["course_cg_over_eager"] = round(row["course_cg_ms"] / row["eager_ms"], 3)
     if "course_jit_ms" in row and "eager_ms" in row:
         row["course_jit_over_eager"] = round(row["course_jit_ms"] / row["eager_ms"], 3)
     return row
@@ -146,7 +181,9 @@ def main(out_dir: str) -> None:
     parts_dir.mkdir(parents=True, exist_ok=True)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     names = [n for n in os.environ.get("RECORD_MODELS", ",".join(real_models.MODELS)).split(",") if n]
-    jobs = [(kind, name) for name in names for kind in ("course", "inductor")]
+    kinds = ("course", "inductor", "course_cg") if device == "cuda" and os.environ.get("RECORD_CUDAGRAPHS", "1") == "1" else (
+        "course", "inductor")  # fmt: skip
+    jobs = [(kind, name) for name in names for kind in kinds]
     if "mobilenet_v2" in names:
         jobs.append(("inductor_tf32", "mobilenet_v2"))
     ctx = mp.get_context("spawn")
@@ -188,6 +225,8 @@ def main(out_dir: str) -> None:
                                                       if "course_over_inductor" in r]),
             "geomean_course_jit_over_eager": _geomean([r["course_jit_over_eager"] for r in timed
                                                        if "course_jit_over_eager" in r]),
+            "geomean_course_cg_over_eager": _geomean([r["course_cg_over_eager"] for r in timed
+                                                      if "course_cg_over_eager" in r]),
             "launch_overhead_us": overhead,
             "course_jit_note": "course_jit_ms: the same compiled model timed again with every Triton launch "
                                "through kernel[grid] (launcher.set_direct(False)); course_ms launches directly",

@@ -209,3 +209,115 @@ def test_set_direct_off_and_on_again():
     site(a, b)  # binds again through the JIT
     site(a, b)
     assert site.bound and len(kernel.calls) == 3 and len(rt.runs) == 1
+
+
+# ---------------------------------------------------------------------------- COURSE_CUDAGRAPHS (no GPU: a fake graph)
+
+
+class FakeCudaGraph:
+    """Records the thunks a call registers while capturing; ``replay`` runs them on the recorded tensors."""
+
+    recording: list | None = None
+
+    def __init__(self):
+        self.thunks = []
+
+    def replay(self):
+        for thunk in self.thunks:
+            thunk()
+
+
+class _capture:
+    def __init__(self, graph):
+        self.graph = graph
+
+    def __enter__(self):
+        FakeCudaGraph.recording = self.graph.thunks
+
+    def __exit__(self, *exc):
+        FakeCudaGraph.recording = None
+
+
+def _graph_call(out):
+    """``call([x, w, k])`` -> ``(out,)`` with ``out = x * w + k``: like a wrapper, it writes a buffer it owns."""
+
+    def call(args):
+        x, w, k = args
+
+        def thunk():
+            out.copy_(x * w + k)
+
+        if FakeCudaGraph.recording is not None:
+            FakeCudaGraph.recording.append(thunk)  # captured: runs only at replay, on these tensors
+        else:
+            thunk()
+        return (out,)
+
+    return call
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeCudaGraph)
+    monkeypatch.setattr(torch.cuda, "graph", _capture)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+
+
+def test_cudagraph_call_records_once_then_replays_with_inputs_copied_in(fake_cuda):
+    from course_lib.inductor.cudagraphs import CudaGraphCall
+
+    w = torch.nn.Parameter(torch.randn(5), requires_grad=False)  # a parameter: read in place
+    runner = CudaGraphCall(_graph_call(torch.empty(5)))
+    for _ in range(4):
+        x = torch.randn(5)  # a new tensor every call: copied into the graph's own input
+        (got,) = runner([x, w, 1.0])
+        torch.testing.assert_close(got, x * w + 1.0)
+    assert (runner.eager_calls, runner.replays, runner.static) == (1, 3, [False, True, True])
+    moved = torch.nn.Parameter(w.clone(), requires_grad=False)  # a static input elsewhere: runs normally
+    torch.testing.assert_close(runner([x, moved, 1.0])[0], x * moved + 1.0)
+    torch.testing.assert_close(runner([x, w, 2.0])[0], x * w + 2.0)  # a scalar changed: normally too
+    assert (runner.eager_calls, runner.replays) == (3, 3)
+
+
+def test_cudagraph_call_that_cannot_be_captured_runs_normally(fake_cuda, monkeypatch):
+    from course_lib.inductor.cudagraphs import CudaGraphCall
+
+    def no_capture(graph):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(torch.cuda, "graph", no_capture)
+    runner = CudaGraphCall(_graph_call(torch.empty(3)))
+    x, w = torch.randn(3), torch.randn(3)
+    for _ in range(3):
+        torch.testing.assert_close(runner([x, w, 0.5])[0], x * w + 0.5)
+    assert runner.replays == 0 and "capturing" in runner.refused
+
+
+def test_cudagraphs_off_by_default_and_never_on_cpu(monkeypatch):
+    from course_lib.inductor import cudagraphs
+
+    monkeypatch.delenv(cudagraphs.ENV, raising=False)
+    assert not cudagraphs.enabled("cuda")
+    monkeypatch.setenv(cudagraphs.ENV, "1")
+    assert cudagraphs.enabled("cuda") and not cudagraphs.enabled("cpu")
+
+
+def test_cudagraph_backward_reads_the_forwards_outputs_in_place(fake_cuda):
+    from course_lib.inductor.cudagraphs import CudaGraphCall
+
+    fw = CudaGraphCall(_graph_call(torch.empty(4)))
+    bw = CudaGraphCall(_graph_call(torch.empty(4)))
+    w = torch.nn.Parameter(torch.randn(4), requires_grad=False)
+    for _ in range(3):
+        x = torch.randn(4)
+        (saved,) = fw([x, w, 0.0])
+        (grad,) = bw([saved, w, 1.0])
+        torch.testing.assert_close(grad, x * w * w + 1.0)
+    assert bw.static == [True, True, True] and bw.replays == 2 and fw.replays == 2
+    assert cudagraphs_summary()["replays"] >= 4
+
+
+def cudagraphs_summary():
+    from course_lib.inductor import cudagraphs
+
+    return cudagraphs.summary()

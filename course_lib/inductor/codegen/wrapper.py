@@ -197,6 +197,9 @@ def make_call(source: str, kernels: dict, device, sizevars=None) -> callable:
         **kernels,
     }
     exec(compile(source, "<course_lib.inductor output code>", "exec"), glb)
+    from course_lib.inductor import cudagraphs
+
+    cudagraphs.install(glb, device, sizevars)  # COURSE_CUDAGRAPHS=1 on a GPU: replay the call as one CUDA graph
     return glb["call"]
 
 
