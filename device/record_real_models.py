@@ -85,10 +85,13 @@ def _job(kind: str, name: str, device: str, barrier, lock, out: str) -> None:
                 row["course_jit_ms"] = real_models.step_ms(keep["twin"], keep["compiled"], keep["inputs"])
                 launcher.set_direct(True)
             elif kind == "course_cg":
-                row["course_cg_ms"] = real_models.step_ms(keep["twin"], keep["compiled"], keep["inputs"])
-                row["cg_grad_error"] = _replayed_grad_error(keep)  # after step_ms, every graph is replaying
                 from course_lib.inductor import cudagraphs
 
+                try:
+                    row["course_cg_ms"] = real_models.step_ms(keep["twin"], keep["compiled"], keep["inputs"])
+                    row["cg_grad_error"] = _replayed_grad_error(keep)  # after step_ms, every graph is replaying
+                except Exception as exc:  # recorded beside the other jobs' rows
+                    row["course_cg_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
                 row["cudagraphs"] = cudagraphs.summary()
             else:
                 row["inductor_ms"] = real_models.step_ms(keep["twin"], keep["compiled"], keep["inputs"])

@@ -321,3 +321,17 @@ def cudagraphs_summary():
     from course_lib.inductor import cudagraphs
 
     return cudagraphs.summary()
+
+
+def test_a_launcher_that_refuses_the_arguments_sends_the_site_back_to_the_jit():
+    kernel, rt = FakeKernel(), FakeRuntime()
+
+    def refusing(*args):
+        raise TypeError("function takes exactly 14 arguments (15 given)")
+
+    rt.binding = lambda compiled: Binding(refusing, 77, "packed")
+    site = _site(kernel, rt)
+    a, b = FakeTensor(0), FakeTensor(64)
+    for _ in range(3):
+        site(a, b)
+    assert not site.bound and "14 arguments" in site.refused and len(kernel.calls) == 3  # no launch lost

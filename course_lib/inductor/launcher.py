@@ -137,9 +137,12 @@ class DirectLaunch:
                 gx, gy, gz = self.grid
                 # the JIT's own call, minus the dispatch: (grid, stream, function, metadata,
                 # launch_metadata=None and no hooks, then every argument in parameter order)
-                run(gx, gy, gz, self._stream(device), self._function, self._metadata, None, None, None,
-                    *tensors, *self._tail)  # fmt: skip
-                return None
+                try:
+                    run(gx, gy, gz, self._stream(device), self._function, self._metadata, None, None, None,
+                        *tensors, *self._tail)  # fmt: skip
+                    return None
+                except (TypeError, ValueError) as exc:  # the C launcher refused the arguments (before launching)
+                    self.unbind(f"direct launch refused: {type(exc).__name__}: {exc}".splitlines()[0])
         return self.jit_launch(tensors)
 
     def jit_launch(self, tensors: tuple):
