@@ -182,6 +182,20 @@ def triton_nvidia_tool(name: str) -> str:
     return str(path)
 
 
+def triton_libdevice():
+    """The libdevice math module kernels call (``libdevice.tanh(x)``, ``libdevice.erf(x)``).
+
+    Triton 3.x exposes a backend-neutral ``triton.language.extra.libdevice`` that resolves to
+    ``triton.language.extra.cuda.libdevice`` (or the HIP one) when the kernel compiles, and to numpy
+    in the interpreter; older releases only had ``tl.math`` for some of these.
+    """
+    try:
+        from triton.language.extra import libdevice
+    except ImportError as exc:
+        raise CompatError(f"triton.language.extra.libdevice is gone ({exc}); see compat.triton_libdevice") from None
+    return libdevice
+
+
 def triton_interpreter_scoped_device_calls() -> bool:
     """Make the interpreter undo its ``triton.language`` patches after a device-function call.
 
@@ -640,13 +654,19 @@ def triton_jit_function(kernel):
     which ``ASTSource`` cannot hash; its ``.fn`` (an interpreter internal) is the Python
     function, which we wrap in a real JITFunction.
     """
+    import inspect
+
     jit_function = require("triton.runtime.jit", "JITFunction")
-    if isinstance(kernel, jit_function):
-        return kernel
-    fn = getattr(kernel, "fn", None)
-    if fn is None:
-        raise CompatError("triton's interpreted kernel has no .fn any more: see compat.triton_jit_function")
-    return jit_function(fn)
+    for _ in range(8):  # @triton.autotune / @triton.heuristics wrap the jit function in their own .fn
+        if isinstance(kernel, jit_function):
+            return kernel
+        fn = getattr(kernel, "fn", None)
+        if fn is None:
+            raise CompatError("triton's interpreted kernel has no .fn any more: see compat.triton_jit_function")
+        if inspect.isfunction(fn):
+            return jit_function(fn)
+        kernel = fn
+    raise CompatError(f"{kernel!r} is not a @triton.jit kernel (nor autotune/heuristics around one)")
 
 
 # ---------------------------------------------------------------------------

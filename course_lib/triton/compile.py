@@ -406,9 +406,10 @@ def _run_tool(tool: str, args: list[str], cubin: bytes) -> str:
 
 
 def disassemble(cubin: bytes) -> str:
-    """SASS of a cubin with line info (``nvdisasm -c -g``; ``cuobjdump -sass`` without lines)."""
+    """SASS of a cubin with line info (``nvdisasm -c -gi``: each line with its inlining chain;
+    ``cuobjdump -sass`` without lines)."""
     try:
-        return _run_tool("nvdisasm", ["-c", "-g"], cubin)
+        return _run_tool("nvdisasm", ["-c", "-gi"], cubin)
     except RuntimeError:
         return _run_tool("cuobjdump", ["-sass"], cubin)
 

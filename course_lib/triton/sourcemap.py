@@ -15,82 +15,169 @@ import re
 from course_lib.triton.compile import Stages
 
 _LOC_DEF = re.compile(r"^(#loc\d*) = loc\((.*)\)\s*$")
-_FILE_LOC = re.compile(r'"[^"]*\.py":(\d+):\d+')
-_REF = re.compile(r"#loc\d*")
+_FILE_LOC = re.compile(r'"([^"]*\.py)":(\d+):\d+|(#loc\d*)')
 _LOC_USE = re.compile(r" loc\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")
 
+Chain = list  # [(file basename, line), ...], innermost first: a line inside tl.sum, then the kernel's call
 
-def _mlir_map(raw: str) -> list[tuple[str, int | None]]:
+
+def _base(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+class _Picker:
+    """Chooses, from a location chain, the line of the kernel's own source the instruction belongs to.
+
+    Code inlined from ``triton/language/standard.py`` (``tl.sum``'s combine function) or from
+    ``random.py`` (philox) carries *that* file's line, with the kernel's call site further out in
+    the chain (MLIR ``callsite(callee at caller)``, LLVM ``inlinedAt``, PTX ``inlined_at``,
+    ``nvdisasm -gi``'s ``inlined at``). We take the innermost entry that lies in the kernel's own
+    lines; failing that, the innermost in the kernel's file (a ``@triton.jit`` helper beside it);
+    else the line is unknown (never a line number of another file).
+    """
+
+    def __init__(self, stages: Stages):
+        self.file = _kernel_file(stages)
+        self.lo, self.hi = stages.first_line, stages.first_line + len(stages.source.splitlines())
+
+    def __call__(self, chain: Chain) -> int | None:
+        mine = [ln for f, ln in chain if ln > 0 and (self.file is None or _base(f) == self.file)]
+        inside = [ln for ln in mine if self.lo <= ln < self.hi]
+        return (inside or mine or [None])[0]
+
+
+def _kernel_file(stages: Stages) -> str | None:
+    """Basename of the kernel's file: the module location ``#loc = loc("file.py":line:col)``."""
+    raw = stages.raw.get("ttir", "")
+    m = re.search(r'^#loc = loc\("([^"]+)":', raw, re.M) or re.search(r'loc\("([^"]+\.py)":', raw)
+    return _base(m.group(1)) if m else None
+
+
+def _mlir_map(raw: str, pick: _Picker) -> list[tuple[str, int | None]]:
     defs = {}
     for line in raw.splitlines():
         m = _LOC_DEF.match(line)
         if m:
             defs[m.group(1)] = m.group(2)
 
-    def resolve(body: str, depth: int = 0) -> int | None:
-        m = _FILE_LOC.search(body)
-        if m:
-            return int(m.group(1))
-        if depth > 20:
-            return None
-        for ref in _REF.findall(body):
-            if ref in defs:
-                got = resolve(defs[ref], depth + 1)
-                if got is not None:
-                    return got
-        return None
+    def chain(body: str, depth: int = 0) -> Chain:
+        out = []
+        for m in _FILE_LOC.finditer(body):  # text order: callsite(callee at caller) lists the callee first
+            if m.group(1):
+                out.append((m.group(1), int(m.group(2))))
+            elif m.group(3) in defs and depth < 20:
+                out += chain(defs[m.group(3)], depth + 1)
+        return out
 
     out = []
     for line in raw.splitlines():
         if line.startswith("#loc"):
             continue
         at = line.rfind(" loc(")
-        py = resolve(line[at:]) if at >= 0 else None
+        py = pick(chain(line[at:])) if at >= 0 else None
         out.append((_LOC_USE.sub("", line).rstrip(), py))
     return out
 
 
-def _llir_map(raw: str) -> list[tuple[str, int | None]]:
-    lines = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(!\d+) = !DILocation\(line: (\d+)", raw, re.M)}
+_DI = re.compile(r"^(!\d+) = (?:distinct )?!DI(\w+)\((.*)\)\s*$", re.M)
+_DI_FIELD = re.compile(r'(\w+): (!\d+|"[^"]*"|-?\d+)')
+
+
+def _llir_map(raw: str, pick: _Picker) -> list[tuple[str, int | None]]:
+    nodes = {m.group(1): (m.group(2), dict(_DI_FIELD.findall(m.group(3)))) for m in _DI.finditer(raw)}
+
+    def file_of(ref: str | None, depth: int = 0) -> str:
+        kind, f = nodes.get(ref, ("", {}))
+        if kind == "File":
+            return f.get("filename", "").strip('"')
+        return file_of(f.get("file") or f.get("scope"), depth + 1) if depth < 20 and f else ""
+
+    def chain(ref: str | None) -> Chain:
+        out = []
+        while ref in nodes and nodes[ref][0] == "Location" and len(out) < 20:
+            f = nodes[ref][1]
+            out.append((file_of(f.get("scope")), int(f.get("line", 0))))
+            ref = f.get("inlinedAt")
+        return out
+
     out = []
     for line in raw.splitlines():
         if line.startswith("!"):
             continue
         m = re.search(r"!dbg (!\d+)", line)
-        out.append((re.sub(r",? !dbg !\d+", "", line), lines.get(m.group(1)) if m else None))
+        out.append((re.sub(r",? !dbg !\d+", "", line), pick(chain(m.group(1))) if m else None))
     return out
 
 
-def _marker_map(raw: str, marker: re.Pattern, skip) -> list[tuple[str, int | None]]:
+_DOT_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)(?:.*?inlined_at\s+(\d+)\s+(\d+)\s+(\d+))?")
+_DOT_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"')
+
+
+def _dot_loc_map(raw: str, skip, pick: _Picker) -> list[tuple[str, int | None]]:
+    """PTX / AMDGCN: ``.file N "name"`` and ``.loc file line col[, ..., inlined_at file line col]``.
+
+    An ``inlined_at`` names only the next link; the link after it is read from an earlier
+    ``.loc`` of that position (inlined code's positions repeat, so the table fills as we go).
+    """
+    files = {m.group(1): m.group(2) for m in (_DOT_FILE.match(ln) for ln in raw.splitlines()) if m}
+    outer: dict = {}
     out, current = [], None
     for line in raw.splitlines():
-        m = marker.search(line)
+        m = _DOT_LOC.match(line)
         if m:
-            current = int(m.group(1))
+            here = m.group(1, 2, 3)
+            links = [here]
+            if m.group(4):
+                outer[here] = m.group(4, 5, 6)
+            while links[-1] in outer and len(links) < 20:
+                links.append(outer[links[-1]])
+            current = pick([(files.get(f, ""), int(ln)) for f, ln, _ in links])
             continue
-        if skip(line):
+        if skip(line) or _DOT_FILE.match(line):
             continue
         out.append((line, current))
     return out
 
 
+_SASS_LOC = re.compile(r"//## File (.*)$")
+_SASS_LINK = re.compile(r'"([^"]*)", line (\d+)')
+
+
+def _sass_map(raw: str, pick: _Picker) -> list[tuple[str, int | None]]:
+    """``nvdisasm -g`` writes ``//## File "f.py", line N``; ``-gi`` adds ``inlined at "g.py", line M``."""
+    out, current = [], None
+    for line in raw.splitlines():
+        m = _SASS_LOC.search(line)
+        if m:
+            current = pick([(f, int(ln)) for f, ln in _SASS_LINK.findall(m.group(1))])
+            continue
+        if line.strip():
+            out.append((line, current))
+    return out
+
+
 def line_map(stages: Stages, stage: str) -> list[tuple[str, int | None]]:
-    """``[(IR line, Python line or None), ...]`` for one stage of a compile."""
+    """``[(IR line, Python line or None), ...]`` for one stage of a compile.
+
+    The Python line is always a line of the kernel's own file (code inlined from Triton's
+    library is attributed to the kernel line that called it); ``None`` where no such line is known.
+    """
     raw = stages.raw[stage]
+    pick = _Picker(stages)
     if stage in ("ttir", "ttgir"):
-        return [(t, p) for t, p in _mlir_map(raw) if t.strip()]
+        return [(t, p) for t, p in _mlir_map(raw, pick) if t.strip()]
     if stage == "llir":
-        return [(t, p) for t, p in _llir_map(raw) if t.strip()]
+        return [(t, p) for t, p in _llir_map(raw, pick) if t.strip()]
     if stage == "ptx":
         raw = raw.split(".section\t.debug")[0].split(".section .debug")[0]
-        skip = lambda s: not s.strip() or s.strip().startswith((".file", "$L__tmp"))  # noqa: E731
-        return _marker_map(raw, re.compile(r"^\s*\.loc\s+\d+\s+(\d+)\s+\d+"), skip)
+        skip = lambda s: not s.strip() or s.strip().startswith("$L__tmp")  # noqa: E731
+        return _dot_loc_map(raw, skip, pick)
     if stage == "sass":
-        return _marker_map(raw, re.compile(r'//## File ".*", line (\d+)'), lambda s: not s.strip())
+        return _sass_map(raw, pick)
     if stage == "amdgcn":
-        skip = lambda s: not s.strip() or s.strip().startswith((".file", ".Ltmp"))  # noqa: E731
-        return _marker_map(raw, re.compile(r"^\s*\.loc\s+\d+\s+(\d+)\s+\d+"), skip)
-    raise ValueError(f"no line map for stage {stage!r}")
+        skip = lambda s: not s.strip() or s.strip().startswith(".Ltmp")  # noqa: E731
+        return _dot_loc_map(raw, skip, pick)
+    raise ValueError(f"no line map for stage {stage!r}; choose one of ttir, ttgir, llir, ptx, sass, amdgcn")
 
 
 def lines_for(stages: Stages, stage: str, py_line: int) -> list[str]:

@@ -1,0 +1,402 @@
+"""Triton kernels written in the styles of real code, used to check the course's compiler tools
+(tests/test_unseen_kernels.py and tools/check_unseen_kernels.py).
+
+Each entry of ``CASES`` names a kernel, its ``compile_stages`` signature and constexprs, and a
+``check`` function that launches it in the interpreter and compares with torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import triton
+import triton.language as tl
+
+from course_lib import compat
+
+libdevice = compat.triton_libdevice()
+
+
+# ------------------------------------------------------------------ layernorm (fwd, bwd with a lock)
+@triton.jit
+def ln_fwd(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    x = tl.load(X + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / N
+    diff = tl.where(mask, x - mean, 0.0)
+    var = tl.sum(diff * diff, axis=0) / N
+    rstd = 1 / tl.sqrt(var + eps)
+    tl.store(Mean + row, mean)
+    tl.store(Rstd + row, rstd)
+    w = tl.load(W + cols, mask=mask)
+    b = tl.load(B + cols, mask=mask)
+    tl.store(Y + row * stride + cols, diff * rstd * w + b, mask=mask)
+
+
+@triton.jit
+def ln_bwd_dwdb(DY, X, Mean, Rstd, DW, DB, Lock, stride, N, GROUP: tl.constexpr, BLOCK_N: tl.constexpr):
+    # each row adds its partial dW/dB into one of GROUP buffers, guarded by a spin lock
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    x = tl.load(X + row * stride + cols, mask=mask, other=0.0)
+    dy = tl.load(DY + row * stride + cols, mask=mask, other=0.0)
+    xhat = (x - tl.load(Mean + row)) * tl.load(Rstd + row)
+    g = row % GROUP
+    lock = Lock + g
+    while tl.atomic_cas(lock, 0, 1) == 1:
+        pass
+    dw = tl.load(DW + g * N + cols, mask=mask) + dy * xhat
+    db = tl.load(DB + g * N + cols, mask=mask) + dy
+    tl.store(DW + g * N + cols, dw, mask=mask)
+    tl.store(DB + g * N + cols, db, mask=mask)
+    tl.debug_barrier()
+    tl.atomic_xchg(lock, 0)
+
+
+# ------------------------------------------------------------------ dropout (philox)
+@triton.jit
+def dropout(X, Out, n, p, seed, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(X + offs, mask=mask)
+    keep = tl.rand(seed, offs) > p
+    tl.store(Out + offs, tl.where(keep, x / (1 - p), 0.0), mask=mask)
+
+
+# ------------------------------------------------------------------ softmax: several rows per program
+@triton.jit
+def softmax_rows(X, Y, n_rows, n_cols, stride, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)[:, None]
+    cols = tl.arange(0, BLOCK)[None, :]
+    mask = (rows < n_rows) & (cols < n_cols)
+    x = tl.load(X + rows * stride + cols, mask=mask, other=-float("inf"))
+    z = x - tl.max(x, axis=1)[:, None]
+    e = tl.exp2(z * 1.4426950408889634)
+    tl.store(Y + rows * stride + cols, e / tl.sum(e, axis=1)[:, None], mask=mask)
+
+
+@triton.jit
+def softmax_online(X, Y, n_cols, stride, BLOCK: tl.constexpr):
+    # one row per program, a loop over column blocks with the running max (online softmax)
+    row = tl.program_id(0)
+    m = tl.full([BLOCK], -float("inf"), tl.float32)
+    s = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(X + row * stride + cols, mask=cols < n_cols, other=-float("inf"))
+        m_new = tl.maximum(m, x)
+        s = s * tl.exp(m - m_new) + tl.exp(x - m_new)
+        m = m_new
+    mx = tl.max(m, axis=0)
+    total = tl.sum(s * tl.exp(m - mx), axis=0)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(X + row * stride + cols, mask=cols < n_cols, other=-float("inf"))
+        tl.store(Y + row * stride + cols, tl.exp(x - mx) / total, mask=cols < n_cols)
+
+
+# ------------------------------------------------------------------ grouped GEMM with pointer arrays
+@triton.jit
+def grouped_gemm(A_ptrs, B_ptrs, C_ptrs, Ms, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    g = tl.program_id(1)
+    a_ptr = tl.load(A_ptrs + g).to(tl.pointer_type(tl.float16))
+    b_ptr = tl.load(B_ptrs + g).to(tl.pointer_type(tl.float16))
+    c_ptr = tl.load(C_ptrs + g).to(tl.pointer_type(tl.float32))
+    M = tl.load(Ms + g)
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros([BM, BN], tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K))
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=((k + rk)[:, None] < K) & (rn[None, :] < N))
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+# ------------------------------------------------------------------ casts
+@triton.jit
+def casts(X, O16, OBF, O8, OI8, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(X + offs, mask=mask)
+    tl.store(O16 + offs, x.to(tl.float16), mask=mask)
+    tl.store(OBF + offs, x.to(tl.bfloat16), mask=mask)
+    tl.store(O8 + offs, x.to(tl.float8e4nv).to(tl.float32), mask=mask)
+    q = tl.minimum(tl.maximum(x * 16.0, -128.0), 127.0)
+    tl.store(OI8 + offs, q.to(tl.int8), mask=mask)
+
+
+# ------------------------------------------------------------------ libdevice math, where, maximum
+@triton.jit
+def gelu_tanh(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(X + offs, mask=offs < n)
+    inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    y = 0.5 * x * (1 + libdevice.tanh(inner))
+    y = tl.where(x > -10.0, y, 0.0)
+    tl.store(Y + offs, tl.maximum(y, libdevice.erf(x) * 0.0 - 1e30), mask=offs < n)
+
+
+# ------------------------------------------------------------------ scans and custom reductions
+@triton.jit
+def _argmax_combine(v1, i1, v2, i2):
+    pick = (v1 > v2) | ((v1 == v2) & (i1 < i2))
+    return tl.where(pick, v1, v2), tl.where(pick, i1, i2)
+
+
+@triton.jit
+def cumsum_argmax(X, S, AM, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(X + row * n + cols, mask=cols < n, other=0.0)
+    tl.store(S + row * n + cols, tl.cumsum(x, axis=0), mask=cols < n)
+    xv = tl.where(cols < n, x, -float("inf"))
+    _, idx = tl.reduce((xv, cols), 0, _argmax_combine)
+    tl.store(AM + row, idx)
+
+
+@triton.jit
+def histogram(X, H, n, BINS: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(X + offs)  # n is a multiple of BLOCK
+    h = tl.histogram(x, BINS)
+    tl.atomic_add(H + tl.arange(0, BINS), h)
+
+
+# ------------------------------------------------------------------ 3-D grid, runtime strides
+@triton.jit
+def add3d(X, Y, Out, sx0, sx1, sx2, D0, D1, D2, B1: tl.constexpr, B2: tl.constexpr):
+    i0 = tl.program_id(0)
+    i1 = tl.program_id(1) * B1 + tl.arange(0, B1)[:, None]
+    i2 = tl.program_id(2) * B2 + tl.arange(0, B2)[None, :]
+    mask = (i1 < D1) & (i2 < D2) & (i0 < D0)
+    off = i0 * sx0 + i1 * sx1 + i2 * sx2
+    tl.store(Out + off, tl.load(X + off, mask=mask) + tl.load(Y + off, mask=mask), mask=mask)
+
+
+@triton.jit
+def transpose_const(X, Y, M, N, SXM: tl.constexpr, SYM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    x = tl.load(X + rm[:, None] * SXM + rn[None, :], mask=mask)
+    tl.store(Y + rn[None, :] * SYM + rm[:, None], x, mask=mask)
+
+
+# ------------------------------------------------------------------ pipelined matmul (num_stages)
+@triton.jit
+def matmul_k_loop(A, B, C, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros([BM, BN], tl.float32)
+    for k in tl.range(0, K, BK, num_stages=3):
+        a = tl.load(A + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(B + (k + rk)[:, None] * N + rn[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(C + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
+
+
+# ------------------------------------------------------------------ atomics: sum of rows
+@triton.jit
+def row_sum_atomic(X, Out, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    cols = chunk * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+    tl.atomic_add(Out + row, tl.sum(x, axis=0))
+
+
+# ------------------------------------------------------------------ heuristics / autotune
+@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+@triton.jit
+def scale_heur(X, Y, n, alpha, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        x = tl.load(X + offs)
+    else:
+        x = tl.load(X + offs, mask=offs < n)
+    tl.store(Y + offs, x * alpha, mask=offs < n)
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=2), triton.Config({"BLOCK": 128}, num_warps=4)],
+                 key=["n"])  # fmt: skip
+@triton.jit
+def relu_tuned(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(X + offs, mask=offs < n)
+    tl.store(Y + offs, tl.maximum(x, 0.0), mask=offs < n)
+
+
+# ------------------------------------------------------------------ the table
+@dataclasses.dataclass
+class Case:
+    name: str
+    kernel: object
+    signature: dict
+    constexprs: dict
+    check: object  # () -> None, raises AssertionError on a mismatch
+    num_warps: int = 4
+
+
+def _ln_check():
+    M, N = 6, 50
+    x, w, b = torch.randn(M, N), torch.randn(N), torch.randn(N)
+    y, mean, rstd = torch.empty_like(x), torch.empty(M), torch.empty(M)
+    ln_fwd[(M,)](x, y, w, b, mean, rstd, N, N, 1e-5, BLOCK_N=64)
+    torch.testing.assert_close(y, torch.nn.functional.layer_norm(x, (N,), w, b, 1e-5), atol=1e-4, rtol=1e-4)
+    dy = torch.randn(M, N)
+    dw, db, lock = torch.zeros(2, N), torch.zeros(2, N), torch.zeros(2, dtype=torch.int32)
+    ln_bwd_dwdb[(M,)](dy, x, mean, rstd, dw, db, lock, N, N, GROUP=2, BLOCK_N=64)
+    xhat = (x - mean[:, None]) * rstd[:, None]
+    torch.testing.assert_close(dw.sum(0), (dy * xhat).sum(0), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(db.sum(0), dy.sum(0), atol=1e-4, rtol=1e-4)
+
+
+def _dropout_check():
+    x = torch.randn(300)
+    out = torch.empty_like(x)
+    dropout[(3,)](x, out, 300, 0.25, 123, BLOCK=128)
+    kept = out != 0
+    assert 0.6 < kept.float().mean() < 0.9
+    torch.testing.assert_close(out[kept], x[kept] / 0.75)
+
+
+def _softmax_check():
+    x = torch.randn(10, 37)
+    y = torch.empty_like(x)
+    softmax_rows[(3,)](x, y, 10, 37, 37, ROWS=4, BLOCK=64)
+    torch.testing.assert_close(y, torch.softmax(x, 1), atol=1e-5, rtol=1e-5)
+    y2 = torch.empty_like(x)
+    softmax_online[(10,)](x, y2, 37, 37, BLOCK=16)
+    torch.testing.assert_close(y2, torch.softmax(x, 1), atol=1e-5, rtol=1e-5)
+
+
+def _grouped_check():
+    Ms, N, K = [20, 7], 16, 32
+    As = [torch.randn(m, K).half() for m in Ms]
+    B = [torch.randn(K, N).half() for _ in Ms]
+    Cs = [torch.empty(m, N) for m in Ms]
+    ptr = lambda ts: torch.tensor([t.data_ptr() for t in ts], dtype=torch.int64)  # noqa: E731
+    grouped_gemm[(2, 2)](ptr(As), ptr(B), ptr(Cs), torch.tensor(Ms, dtype=torch.int32), N, K, BM=16, BN=16, BK=16)
+    for a, b, c in zip(As, B, Cs):
+        torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-2, rtol=1e-2)
+
+
+def _casts_check():
+    x = torch.randn(100) * 4
+    o16, obf, o8, oi8 = torch.empty(100).half(), torch.empty(100).bfloat16(), torch.empty(100), torch.empty(100).char()
+    casts[(1,)](x, o16, obf, o8, oi8, 100, BLOCK=128)
+    assert torch.equal(o16, x.half()) and torch.equal(obf, x.bfloat16())
+    torch.testing.assert_close(o8, x.to(torch.float8_e4m3fn).float())
+    assert torch.equal(oi8, (x * 16).clamp(-128, 127).to(torch.int8))
+
+
+def _gelu_check():
+    x = torch.randn(200)
+    y = torch.empty_like(x)
+    gelu_tanh[(2,)](x, y, 200, BLOCK=128)
+    torch.testing.assert_close(y, torch.nn.functional.gelu(x, approximate="tanh"), atol=1e-5, rtol=1e-5)
+
+
+def _scan_check():
+    x = torch.randn(3, 20)
+    s, am = torch.empty_like(x), torch.empty(3, dtype=torch.int32)
+    cumsum_argmax[(3,)](x, s, am, 20, BLOCK=32)
+    torch.testing.assert_close(s, x.cumsum(1), atol=1e-5, rtol=1e-5)
+    assert am.tolist() == x.argmax(1).tolist()
+
+
+def _hist_check():
+    x = torch.randint(0, 8, (256,), dtype=torch.int32)
+    h = torch.zeros(8, dtype=torch.int32)
+    histogram[(4,)](x, h, 256, BINS=8, BLOCK=64)
+    assert h.tolist() == torch.bincount(x, minlength=8).tolist()
+
+
+def _add3d_check():
+    x, y = torch.randn(2, 5, 9), torch.randn(2, 5, 9)
+    out = torch.empty_like(x)
+    add3d[(2, 2, 2)](x, y, out, *x.stride(), 2, 5, 9, B1=4, B2=8)
+    assert torch.equal(out, x + y)
+
+
+def _transpose_check():
+    x = torch.randn(16, 32)
+    y = torch.empty(32, 16)
+    transpose_const[(2, 2)](x, y, 16, 32, SXM=32, SYM=16, BM=8, BN=16)
+    assert torch.equal(y, x.t())
+
+
+def _matmul_check():
+    a, b = torch.randn(32, 64).half(), torch.randn(64, 32).half()
+    c = torch.empty(32, 32).half()
+    matmul_k_loop[(2, 2)](a, b, c, 32, 32, 64, BM=16, BN=16, BK=16)
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=2e-2, rtol=2e-2)
+
+
+def _rowsum_check():
+    x = torch.randn(4, 100)
+    out = torch.zeros(4)
+    row_sum_atomic[(4, 4)](x, out, 100, BLOCK=32)
+    torch.testing.assert_close(out, x.sum(1), atol=1e-4, rtol=1e-4)
+
+
+def _heur_check():
+    for n in (128, 100):
+        x = torch.randn(n)
+        y = torch.empty_like(x)
+        scale_heur[(2,)](x, y, n, 3.0, BLOCK=64)
+        torch.testing.assert_close(y, x * 3.0)
+
+
+def _tuned_check():
+    x = torch.randn(300)
+    y = torch.empty_like(x)
+    relu_tuned[lambda meta: (triton.cdiv(300, meta["BLOCK"]),)](x, y, 300)
+    assert torch.equal(y, x.relu())
+
+
+F32, I32 = "*fp32", "i32"
+CASES = [
+    Case("ln_fwd", ln_fwd, dict(X=F32, Y=F32, W=F32, B=F32, Mean=F32, Rstd=F32, stride=I32, N=I32, eps="fp32",
+                                BLOCK_N="constexpr"), {"BLOCK_N": 64}, _ln_check),  # fmt: skip
+    Case("ln_bwd_dwdb", ln_bwd_dwdb, dict(DY=F32, X=F32, Mean=F32, Rstd=F32, DW=F32, DB=F32, Lock="*i32", stride=I32,
+                                          N=I32, GROUP="constexpr", BLOCK_N="constexpr"),
+         {"GROUP": 2, "BLOCK_N": 64}, _ln_check),  # fmt: skip
+    Case("dropout", dropout, dict(X=F32, Out=F32, n=I32, p="fp32", seed=I32, BLOCK="constexpr"), {"BLOCK": 128},
+         _dropout_check),
+    Case("softmax_rows", softmax_rows, dict(X=F32, Y=F32, n_rows=I32, n_cols=I32, stride=I32, ROWS="constexpr",
+                                            BLOCK="constexpr"), {"ROWS": 4, "BLOCK": 64}, _softmax_check),  # fmt: skip
+    Case("softmax_online", softmax_online, dict(X=F32, Y=F32, n_cols=I32, stride=I32, BLOCK="constexpr"),
+         {"BLOCK": 128}, _softmax_check),
+    Case("grouped_gemm", grouped_gemm, dict(A_ptrs="*i64", B_ptrs="*i64", C_ptrs="*i64", Ms="*i32", N=I32, K=I32,
+                                            BM="constexpr", BN="constexpr", BK="constexpr"),
+         {"BM": 64, "BN": 64, "BK": 32}, _grouped_check),  # fmt: skip
+    Case("casts", casts, dict(X=F32, O16="*fp16", OBF="*bf16", O8=F32, OI8="*i8", n=I32, BLOCK="constexpr"),
+         {"BLOCK": 256}, _casts_check),
+    Case("gelu_tanh", gelu_tanh, dict(X=F32, Y=F32, n=I32, BLOCK="constexpr"), {"BLOCK": 256}, _gelu_check),
+    Case("cumsum_argmax", cumsum_argmax, dict(X=F32, S=F32, AM="*i32", n=I32, BLOCK="constexpr"), {"BLOCK": 32},
+         _scan_check),
+    Case("histogram", histogram, dict(X="*i32", H="*i32", n=I32, BINS="constexpr", BLOCK="constexpr"),
+         {"BINS": 8, "BLOCK": 64}, _hist_check),
+    Case("add3d", add3d, dict(X=F32, Y=F32, Out=F32, sx0=I32, sx1=I32, sx2=I32, D0=I32, D1=I32, D2=I32,
+                              B1="constexpr", B2="constexpr"), {"B1": 4, "B2": 32}, _add3d_check),  # fmt: skip
+    Case("transpose_const", transpose_const, dict(X=F32, Y=F32, M=I32, N=I32, SXM="constexpr", SYM="constexpr",
+                                                  BM="constexpr", BN="constexpr"),
+         {"SXM": 1024, "SYM": 1024, "BM": 32, "BN": 32}, _transpose_check),  # fmt: skip
+    Case("matmul_k_loop", matmul_k_loop, dict(A="*fp16", B="*fp16", C="*fp16", M=I32, N=I32, K=I32, BM="constexpr",
+                                              BN="constexpr", BK="constexpr"),
+         {"BM": 64, "BN": 64, "BK": 32}, _matmul_check),  # fmt: skip
+    Case("row_sum_atomic", row_sum_atomic, dict(X=F32, Out=F32, n_cols=I32, BLOCK="constexpr"), {"BLOCK": 128},
+         _rowsum_check),
+    Case("scale_heur", scale_heur, dict(X=F32, Y=F32, n=I32, alpha="fp32", BLOCK="constexpr", EVEN="constexpr"),
+         {"BLOCK": 128, "EVEN": False}, _heur_check),
+    Case("relu_tuned", relu_tuned, dict(X=F32, Y=F32, n=I32, BLOCK="constexpr"), {"BLOCK": 128}, _tuned_check),
+]
