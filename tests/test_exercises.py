@@ -1141,3 +1141,19 @@ def test_03a_refuses_course_lib_kernels_and_guards_program_order():
                            expected=lambda: [K.program_order(*s) for s in shapes],
                            guard=["course_lib.triton.kernels:program_order"])  # fmt: skip
     assert r.status == check.FAILED and "kernels.program_order" in r.message
+
+
+def test_autotuner_that_times_everything_and_catches_out_of_resources_fails():
+    from course_lib.triton import tune
+
+    def times_everything(configs, meta, limits, measure):  # no pruning: every launch tried, failures swallowed
+        times = {}
+        for c in configs:
+            try:
+                times[c] = measure(c)
+            except tune.OutOfResources:
+                pass
+        return sorted(times, key=times.get)
+
+    got = check.Lab("t").run("autotune", lambda: times_everything, verify=tune.check_autotuner)
+    assert got.status == check.FAILED and "rules out" in got.message
