@@ -72,12 +72,116 @@ MODELS: dict[str, RealModel] = {m.name: m for m in [
 ]}  # fmt: skip
 
 
+def _model(model_cls: str, config_cls: str, inputs: Callable[[torch.Generator], dict], **cfg):
+    """A builder for any architecture: ``inputs(generator)`` makes its example inputs."""
+
+    def build():
+        import transformers
+
+        config = getattr(transformers, config_cls)(**cfg)
+        if hasattr(config, "_attn_implementation"):
+            config._attn_implementation = "sdpa" if getattr(transformers, model_cls)._supports_sdpa else "eager"
+        model = getattr(transformers, model_cls)(config)
+        return model, inputs(torch.Generator().manual_seed(0))
+
+    return build
+
+
+def _ids(vocab: int = 96, seq: int = 8, **more: tuple) -> Callable[[torch.Generator], dict]:
+    """Token ids ``(2, seq)`` as ``input_ids``, plus ``name=(vocab, seq)`` for more id inputs."""
+
+    def inputs(g):
+        out = {"input_ids": torch.randint(0, vocab, (2, seq), generator=g)}
+        out.update({k: torch.randint(0, v, (2, n), generator=g) for k, (v, n) in more.items()})
+        return out
+
+    return inputs
+
+
+def _pixels(size: int = 32):
+    return lambda g: {"pixel_values": torch.randn(2, 3, size, size, generator=g)}
+
+
+def _tensor(key: str, *shape: int):
+    return lambda g: {key: torch.randn(*shape, generator=g)}
+
+
+_NODROP = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+_SEQ2SEQ = dict(vocab_size=96, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+                decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, dropout=0.0,
+                attention_dropout=0.0, activation_dropout=0.0)  # fmt: skip
+
+#: More architectures, each with something the ten above lack (relative position buckets, alibi,
+#: partial rotary, shared layers, disentangled attention, shifted windows, SE blocks, audio
+#: front ends). Checked on CPU with :func:`probe`; see data/real_models/README.md for the outcome.
+MORE: dict[str, RealModel] = {m.name: m for m in [
+    RealModel("t5", "encoder-decoder", _model("T5Model", "T5Config", _ids(decoder_input_ids=(96, 4)), vocab_size=96,
+              d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=4, relative_attention_num_buckets=8,
+              dropout_rate=0.0)),
+    RealModel("bart", "encoder-decoder", _model("BartModel", "BartConfig", _ids(), max_position_embeddings=64,
+                                                **_SEQ2SEQ)),
+    RealModel("opt", "decoder", _model("OPTForCausalLM", "OPTConfig", _ids(), vocab_size=96, hidden_size=32,
+              num_hidden_layers=2, ffn_dim=64, num_attention_heads=4, max_position_embeddings=64,
+              word_embed_proj_dim=32, dropout=0.0, attention_dropout=0.0)),
+    RealModel("bloom", "decoder", _model("BloomForCausalLM", "BloomConfig", _ids(), vocab_size=96, hidden_size=32,
+              n_layer=2, n_head=4, hidden_dropout=0.0, attention_dropout=0.0)),
+    RealModel("gpt_neox", "decoder", _model("GPTNeoXForCausalLM", "GPTNeoXConfig", _ids(), vocab_size=96,
+              hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+              partial_rotary_factor=0.25, max_position_embeddings=64, hidden_dropout=0.0, attention_dropout=0.0)),
+    RealModel("phi", "decoder", _model("PhiForCausalLM", "PhiConfig", _ids(), vocab_size=96, hidden_size=32,
+              intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, partial_rotary_factor=0.5,
+              max_position_embeddings=64, resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0)),
+    RealModel("gemma", "decoder", _model("GemmaForCausalLM", "GemmaConfig", _ids(), vocab_size=96, hidden_size=32,
+              intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+              max_position_embeddings=64)),
+    RealModel("falcon", "decoder", _model("FalconForCausalLM", "FalconConfig", _ids(), vocab_size=96,
+              hidden_size=32, num_hidden_layers=2, num_attention_heads=4, hidden_dropout=0.0,
+              attention_dropout=0.0)),
+    RealModel("distilbert", "encoder", _model("DistilBertModel", "DistilBertConfig", _ids(), vocab_size=96, dim=32,
+              n_layers=2, n_heads=4, hidden_dim=64, max_position_embeddings=64, dropout=0.0,
+              attention_dropout=0.0)),
+    RealModel("albert", "encoder", _model("AlbertModel", "AlbertConfig", _ids(), vocab_size=96, embedding_size=16,
+                                          **_ENC)),
+    RealModel("electra", "encoder", _model("ElectraModel", "ElectraConfig", _ids(), vocab_size=96,
+                                           embedding_size=16, **_ENC)),
+    RealModel("deberta_v2", "encoder", _model("DebertaV2Model", "DebertaV2Config", _ids(), vocab_size=96,
+              relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=8, max_relative_positions=16,
+              **_ENC)),
+    RealModel("swin", "vision transformer", _model("SwinModel", "SwinConfig", _pixels(), image_size=32,
+              patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 4], window_size=4, drop_path_rate=0.0,
+              **_NODROP)),
+    RealModel("deit", "vision transformer", _model("DeiTModel", "DeiTConfig", _pixels(), image_size=32,
+                                                   patch_size=8, **_ENC)),
+    RealModel("clip_vision", "vision transformer", _model("CLIPVisionModel", "CLIPVisionConfig", _pixels(),
+              image_size=32, patch_size=8, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+              num_attention_heads=4)),
+    RealModel("segformer", "vision transformer", _model("SegformerModel", "SegformerConfig", _pixels(),
+              num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32], patch_sizes=[7, 3],
+              strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2], drop_path_rate=0.0, **_NODROP)),
+    RealModel("regnet", "cnn", _model("RegNetModel", "RegNetConfig", _pixels(), embedding_size=16,
+                                      hidden_sizes=[16, 32], depths=[1, 1], groups_width=8)),
+    RealModel("efficientnet", "cnn", _model("EfficientNetModel", "EfficientNetConfig", _pixels(), image_size=32,
+              width_coefficient=0.25, depth_coefficient=0.2, hidden_dim=320, drop_connect_rate=0.0, dropout_rate=0.0)),
+    RealModel("whisper", "speech", _model("WhisperModel", "WhisperConfig",
+              lambda g: {"input_features": torch.randn(2, 16, 32, generator=g),
+                         "decoder_input_ids": torch.randint(0, 96, (2, 4), generator=g)},
+              num_mel_bins=16, max_source_positions=16, max_target_positions=16, pad_token_id=0, bos_token_id=1,
+              eos_token_id=2, decoder_start_token_id=1, **_SEQ2SEQ)),
+    RealModel("wav2vec2", "speech", _model("Wav2Vec2Model", "Wav2Vec2Config", _tensor("input_values", 2, 400),
+              hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, conv_dim=(16, 16),
+              conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+              hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, feat_proj_dropout=0.0,
+              layerdrop=0.0, mask_time_prob=0.0)),
+]}  # fmt: skip
+
+
 def build(name: str, seed: int = 0) -> tuple[torch.nn.Module, dict]:
     """A fresh model (random weights from ``seed``) and its example inputs."""
-    if name not in MODELS:
-        raise ValueError(f"unknown real model {name!r}; choose from {', '.join(MODELS)}")
+    known = {**MODELS, **MORE}
+    if name not in known:
+        raise ValueError(f"unknown real model {name!r}; choose from {', '.join(known)}")
     torch.manual_seed(seed)
-    return MODELS[name].build()
+    return known[name].build()
 
 
 def first_output(out) -> torch.Tensor:
@@ -258,3 +362,19 @@ def tf32_sensitivity(name: str) -> tuple[float, str]:
     grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
     scale = max(float(g.abs().max()) for g in grads.values())
     return max((_rel(p.grad, grads[n], 1e-3 * scale), n) for n, p in twin.named_parameters() if n in grads)
+
+
+def probe(name: str, backend="course_lib") -> dict:
+    """One model through ``backend`` without strict mode: did it match eager, and which graphs
+    left the course pipeline and why (course_lib.inductor's fallback report for this model)."""
+    from course_lib.inductor import fallback_report
+
+    report = fallback_report()
+    report.clear()
+    try:
+        result = compare(name, backend=backend)
+        outcome = {"ok": result.ok(), "comparison": dataclasses.asdict(result)}
+    except Exception as exc:  # a crash is an outcome to record, not to propagate
+        outcome = {"ok": False, "error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+    outcome["fallbacks"] = [f"{n} x {kind} {what}: {reason}" for (kind, what, reason), n in report.counts.items()]
+    return outcome

@@ -143,3 +143,13 @@ def safe_softmax(x: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tenso
     e = aten.exp.default(aten.sub.Tensor(x, aten.where.self(masked, _scalar(0.0, top), top)))
     total = aten.sum.dim_IntList(e, [dim], True)
     return aten.div.Tensor(e, aten.where.self(masked, _scalar(1.0, total), total))
+
+
+@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def masked_fill(x: Tensor, mask: Tensor, value) -> Tensor:
+    """``x`` with ``value`` where ``mask`` is true (DeBERTa's attention mask): a where."""
+    if isinstance(value, Tensor):
+        fill = aten._to_copy.default(value, dtype=x.dtype) if value.dtype != x.dtype else value
+    else:
+        fill = _scalar(value, x)
+    return aten.where.self(mask, fill, x)

@@ -92,6 +92,8 @@ SAMPLES.update({  # the entries of course_lib.decomp.models (ops real models rea
     aten.alias.default: _x,
     aten.repeat.default: lambda g: ((_r(g, 2, 3), [2, 1, 3]), {}),
     aten._safe_softmax.default: lambda g: ((_r(g, 4, 6).masked_fill(torch.arange(6) < 6 * (torch.arange(4) == 1)[:, None], float('-inf')), 1), {}),
+    aten.masked_fill.Scalar: lambda g: ((_r(g, 4, 6), _r(g, 4, 1) > 0, float("-inf")), {}),
+    aten.masked_fill.Tensor: lambda g: ((_r(g, 4, 6), _r(g, 1, 6) > 0, torch.tensor(-2.5, dtype=torch.float64)), {}),
 })  # fmt: skip
 
 
