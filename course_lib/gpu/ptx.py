@@ -47,6 +47,7 @@ class Instr:
     guard: str | None = None
     guard_negated: bool = False
     text: str = ""
+    line: int = 0  # line of the PTX text it came from (1-based; 0: unknown)
 
     @property
     def opcode(self) -> str:
@@ -127,13 +128,19 @@ def parse_operand(text: str) -> Operand:
     return Operand("sym", t)
 
 
-def _entry_text(ptx: str, name: str) -> tuple[str, str]:
+def _entry_text(ptx: str, name: str) -> tuple[str, str, int]:
+    """(parameter list, body, line of the body's first character). The body keeps every newline
+    of the original text, so a position in it gives back the PTX line number."""
     m = re.search(r"\.entry\s+" + re.escape(name) + r"\s*\((.*?)\)", ptx, re.S)
     if not m:
-        raise ValueError(f"no .entry {name!r} in this PTX (it has: {', '.join(kernel_names(ptx))})")
-    start = ptx.index("{", m.end())
+        raise PtxSyntaxError(f"no .entry {name!r} in this PTX (it has: {', '.join(kernel_names(ptx)) or 'none'})")
+    start = ptx.find("{", m.end())
+    if start < 0:
+        raise PtxSyntaxError(f"line {_line_of(ptx, m.end())}: .entry {name} has no body ('{{' expected)")
     depth, i = 0, start
     while True:  # braces inside the body are only vector operands, which balance
+        if i >= len(ptx):
+            raise PtxSyntaxError(f"line {_line_of(ptx, start)}: the body of .entry {name} opened here never closes")
         if ptx[i] == "{":
             depth += 1
         elif ptx[i] == "}":
@@ -141,16 +148,36 @@ def _entry_text(ptx: str, name: str) -> tuple[str, str]:
             if depth == 0:
                 break
         i += 1
-    head = ptx[m.end() : start]
-    return m.group(1), head + "\n" + ptx[start + 1 : i]
+    return m.group(1), ptx[m.end() : start] + " " + ptx[start + 1 : i], _line_of(ptx, m.end())
+
+
+def _line_of(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+class PtxSyntaxError(ValueError):
+    """PTX the parser cannot read; the message starts with ``line N, column C`` where known."""
 
 
 def parse_ptx(ptx: str, name: str | None = None) -> PtxKernel:
-    """Parse the ``.entry`` called ``name`` (default: the first) of a PTX module."""
-    ptx = _COMMENT.sub("", ptx)
-    name = name or kernel_names(ptx)[0]
-    params_text, body = _entry_text(ptx, name)
-    params = [(p.split()[-1], re.search(r"\.param\s+\.(\w+)", p).group(1)) for p in params_text.split(",") if p.strip()]
+    """Parse the ``.entry`` called ``name`` (default: the first) of a PTX module.
+
+    Malformed text raises :class:`PtxSyntaxError` naming the line and column."""
+    if not isinstance(ptx, str):
+        raise TypeError(f"parse_ptx expects PTX text (str), got {type(ptx).__name__}")
+    ptx = _COMMENT.sub(lambda c: "\n" * c.group(0).count("\n"), ptx)  # keep line numbers
+    names = kernel_names(ptx)
+    if not names and name is None:
+        raise PtxSyntaxError("no .entry function in this PTX")
+    name = name or names[0]
+    params_text, body, first_line = _entry_text(ptx, name)
+    params = []
+    for p in params_text.split(","):
+        if p.strip():
+            ty = re.search(r"\.param\s+\.(\w+)", p)
+            if ty is None:
+                raise PtxSyntaxError(f"line {first_line}: parameter {p.strip()!r} of .entry {name} has no .param type")
+            params.append((p.split()[-1], ty.group(1)))
     shared, offset = {}, 0
     module_level = ptx[: ptx.index(".entry")]
     for align, _ty, sym, size in _SHARED.findall(module_level + body):
@@ -160,19 +187,25 @@ def parse_ptx(ptx: str, name: str | None = None) -> PtxKernel:
         offset += int(size or 0)
     regs = {p: (ty, int(n)) for ty, p, n in _REGDECL.findall(body)}
     reqntid = re.search(r"\.reqntid\s+(\d+)", body)
-    body = "\n".join(ln for ln in body.splitlines() if not re.match(r"\s*\.(loc|file)\b", ln))
+    body = "\n".join("" if re.match(r"\s*\.(loc|file)\b", ln) else ln for ln in body.splitlines())
     instrs, labels = [], {}
+    line = first_line
     for stmt in body.split(";"):
-        kept = []
-        for line in stmt.split("\n"):
-            while (lab := _LABEL.match(line)) is not None:
+        kept, at = [], None
+        for k, text_line in enumerate(stmt.split("\n")):
+            while (lab := _LABEL.match(text_line)) is not None:
                 labels[lab.group(1)] = len(instrs)
-                line = line[lab.end() :]
-            kept.append(line)
+                text_line = text_line[lab.end() :]
+            if at is None and text_line.strip():
+                at = line + k
+            kept.append(text_line)
+        line += stmt.count("\n")
         text = " ".join(" ".join(kept).split())
-        if not text or text.startswith(".") or text in ("{", "}"):
+        while text[:1] in ("{", "}"):  # a scope block ``{ .reg .b16 t; cvt...; }`` (Triton's inline asm)
+            text = text[1:].lstrip()
+        if not text or text.startswith("."):
             continue
-        instrs.append(_parse_instr(len(instrs), text))
+        instrs.append(_parse_instr(len(instrs), text, at or line))
     version = re.search(r"\.version\s+([\d.]+)", ptx)
     target = re.search(r"\.target\s+(\w+)", ptx)
     return PtxKernel(
@@ -182,15 +215,22 @@ def parse_ptx(ptx: str, name: str | None = None) -> PtxKernel:
     )  # fmt: skip
 
 
-def _parse_instr(index: int, text: str) -> Instr:
+def _parse_instr(index: int, text: str, line: int = 0) -> Instr:
     guard, neg = None, False
     rest = text
     if rest.startswith("@"):
+        if " " not in rest:
+            raise PtxSyntaxError(f"line {line}, column 1: guard {rest!r} is not followed by an instruction")
         g, rest = rest.split(None, 1)
         neg = g.startswith("@!")
         guard = g.lstrip("@!")
     parts = rest.split(None, 1)
     opcode = parts[0]
-    ops = tuple(parse_operand(o) for o in _split_top(parts[1])) if len(parts) > 1 else ()
+    if not re.match(r"^[a-z][a-z0-9_]*(\.[A-Za-z0-9_:]+)*$", opcode):
+        raise PtxSyntaxError(f"line {line}, column 1: {opcode!r} is not a PTX opcode (in `{text}`)")
+    try:
+        ops = tuple(parse_operand(o) for o in _split_top(parts[1])) if len(parts) > 1 else ()
+    except (AttributeError, ValueError) as exc:
+        raise PtxSyntaxError(f"line {line}: cannot read the operands of `{text}` ({exc})") from None
     op, *mods = opcode.split(".")
-    return Instr(index, op, tuple(mods), ops, guard, neg, text)
+    return Instr(index, op, tuple(mods), ops, guard, neg, text, line)

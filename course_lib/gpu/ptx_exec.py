@@ -10,8 +10,10 @@ Rules are tables: ``BINARY`` maps opcode -> numpy function, ``COMPARE`` maps set
 
 Simplified: ``fma`` rounds once through float64 (exact for nearly all inputs); ``ex2.approx``,
 ``div.full`` and ``rcp.approx`` are computed exactly rounded (hardware is within 2 ulp);
-``.ftz``/``.sat`` flush/saturation and cache hints are ignored; no atomics, no ``cp.async``,
-no tensor-core instructions (those are shown, not run: see :mod:`.tensor_core`).
+``.ftz``/``.sat`` flush/saturation and cache hints are ignored; atomics (``atom``, ``red``) run
+one lane after another, which is one of the orders the hardware may pick; no ``cp.async``, no
+tensor-core instructions (those are shown, not run: see :mod:`.tensor_core`). An instruction
+outside the model raises :class:`UnsupportedInstruction` naming it and its PTX line.
 """
 
 from __future__ import annotations
@@ -201,16 +203,32 @@ class PtxWarp:
         self.pc[mask] = pc + 1
         handler = HANDLERS.get(ins.op)
         if handler is None:
-            raise NotImplementedError(f"the simulator does not model `{ins.opcode}` (instruction {pc}: {ins.text})")
+            raise UnsupportedInstruction(ins, "the simulator does not model this instruction")
         try:
             handler(self, ins, exec_mask, mask)
-        except NotImplementedError as exc:
-            raise NotImplementedError(f"instruction {pc} `{ins.text}`: {exc}") from None
+        except UnsupportedInstruction:
+            raise
+        except (NotImplementedError, KeyError, ValueError, TypeError) as exc:
+            raise UnsupportedInstruction(ins, str(exc) or type(exc).__name__) from None
+
+
+class UnsupportedInstruction(NotImplementedError):
+    """An instruction (or a form of one) the simulator does not model; says which and where."""
+
+    def __init__(self, ins: Instr, why: str):
+        self.instr = ins
+        at = f"PTX line {ins.line}" if ins.line else f"instruction {ins.index}"
+        super().__init__(f"unsupported instruction `{ins.opcode}` at {at} (`{ins.text}`): {why}")
+
+
+def _mods(ins: Instr) -> tuple:
+    """Modifiers with PTX 8's scope qualifiers dropped: ``st.shared::cta`` stores to shared memory."""
+    return tuple(m.split("::")[0] for m in ins.mods)
 
 
 def _kind(ins: Instr) -> str:
     if ins.op in ("ld", "st"):
-        return "shared" if "shared" in ins.mods else "global" if "global" in ins.mods else "alu"
+        return "shared" if "shared" in _mods(ins) else "global" if "global" in _mods(ins) else "alu"
     if ins.op in SFU:
         return "sfu"
     if ins.op in CONTROL:
@@ -253,12 +271,12 @@ def _mul(w, ins, m, _live, mad=False):
     wide_t = ("s" if signed else "u") + str(8 * width * 2) if width < 8 else ty
     x = w.read(a, ty).astype(np.int64 if signed else np.uint64)
     y = w.read(b, ty).astype(np.int64 if signed else np.uint64)
-    if "hi" in ins.mods:
+    if "hi" in _mods(ins):
         if width == 8:
             raise NotImplementedError("mul.hi on 64-bit operands")
         r = (x * y) >> (8 * width)
         out_t = ty
-    elif "wide" in ins.mods:
+    elif "wide" in _mods(ins):
         r, out_t = x * y, wide_t
     else:
         r, out_t = x * y, ty
@@ -394,14 +412,16 @@ _ROUND_INT = {"rzi": np.trunc, "rni": np.rint, "rmi": np.floor, "rpi": np.ceil}
 
 
 def _cvt(w, ins, m, _live):
-    types = [t for t in ins.mods if t in WIDTH]
+    types = [t for t in _mods(ins) if t in WIDTH]
+    if len(types) != 2 or any(t.endswith("x2") for t in ins.mods):  # fp8 pairs (e4m3x2), f16x2 packs
+        raise NotImplementedError(f"cvt {'.'.join(ins.mods)} (packed or fp8 types)")
     dt, st = types[0], types[1]
     d, a = ins.operands
     x = w.read(a, st)
     if _is_float(dt):
         r = x.astype(np.float64)
     elif _is_float(st):
-        rnd = next((_ROUND_INT[r] for r in ins.mods if r in _ROUND_INT), np.trunc)
+        rnd = next((_ROUND_INT[r] for r in _mods(ins) if r in _ROUND_INT), np.trunc)
         info = np.iinfo(_NP_INT[dt])
         r = np.clip(np.nan_to_num(rnd(x.astype(np.float64))), info.min, info.max).astype(_NP_INT[dt])
     else:
@@ -438,7 +458,7 @@ def parse_reg(name: str):
 
 
 def _ld(w, ins, m, live):
-    space = next((s for s in ("param", "global", "shared", "local", "const") if s in ins.mods), "global")
+    space = next((s for s in ("param", "global", "shared", "local", "const") if s in _mods(ins)), "global")
     ty = type_of(ins)
     dst, src = ins.operands
     if space == "param":
@@ -455,7 +475,7 @@ def _ld(w, ins, m, live):
 
 
 def _st(w, ins, m, live):
-    space = next((s for s in ("global", "shared", "local") if s in ins.mods), "global")
+    space = next((s for s in ("global", "shared", "local") if s in _mods(ins)), "global")
     ty = type_of(ins)
     dst, src = ins.operands
     names = src.parts if src.kind == "vec" else (src.text,)
@@ -531,7 +551,7 @@ def _ret(w, ins, m, live):
 
 
 def _bar(w, ins, m, live):
-    if "warp" in ins.mods:
+    if "warp" in _mods(ins):
         return
     w.stats.barriers += 1
     w.at_barrier = True
@@ -541,13 +561,56 @@ def _nop(w, ins, m, live):
     return
 
 
+#: ``atom.op`` / ``red.op``: new value from (old, operand[, operand]).
+ATOMIC = {
+    "add": lambda old, b, c: old + b, "min": lambda old, b, c: np.minimum(old, b),
+    "max": lambda old, b, c: np.maximum(old, b), "exch": lambda old, b, c: b,
+    "and": lambda old, b, c: old & b, "or": lambda old, b, c: old | b, "xor": lambda old, b, c: old ^ b,
+    "cas": lambda old, b, c: c if old == b else old,
+}  # fmt: skip
+
+
+def _atom(w, ins, m, live):
+    """``atom.space.op.type d, [a], b[, c]`` (``red`` has no ``d``): read-modify-write, lane by lane."""
+    space = "shared" if "shared" in _mods(ins) else "global"
+    op = next((o for o in _mods(ins) if o in ATOMIC), None)
+    if op is None:
+        raise NotImplementedError(f"atomic operation {'.'.join(ins.mods)}")
+    ty = type_of(ins)
+    if ty in ("f16x2", "bf16x2") or "v2" in _mods(ins) or "v4" in _mods(ins):
+        raise NotImplementedError(f"vector atomics ({ty})")
+    ops = ins.operands if ins.op == "atom" else (None, *ins.operands)
+    dst, addr_op, b_op = ops[0], ops[1], ops[2]
+    c_op = ops[3] if len(ops) > 3 else None
+    width = WIDTH[ty]
+    addr = _address(w, addr_op)
+    b = w.read(b_op, ty)
+    c = w.read(c_op, ty) if c_op is not None else b
+    old_all = np.zeros(WARP, np.uint64)
+    target = w.shared if space == "shared" else w.run.gmem
+    _access(w, ins, space, "load", addr, width, m)  # counted once as one request
+    for lane in np.flatnonzero(m):
+        one = np.zeros(WARP, bool)
+        one[lane] = True
+        raw = mem.gather(target, addr, width, one, ins.text)[lane].copy().view(_U[width])
+        old = from_bits(raw.astype(np.uint64), ty)[0]
+        new = ATOMIC[op](old, b[lane], c[lane])
+        bits = to_bits(np.array(new), ty)[0]
+        data = np.zeros((WARP, width), np.uint8)
+        data[lane] = np.array([bits], np.uint64).astype(_U[width]).view(np.uint8)
+        mem.scatter(target, addr, data, one, ins.text)
+        old_all[lane] = raw.astype(np.uint64)[0]
+    if dst is not None:
+        w.write(dst.text, old_all, "b64", m)
+
+
 HANDLERS = {
     **{op: _binary for op in BINARY},
     "mul": _mul, "mad": lambda w, i, m, live: _mul(w, i, m, live, mad=True), "fma": _fma,
     "div": _div, "rem": _rem, **{op: _unary for op in UNARY_FLOAT}, "not": _unary,
     "shl": _shift, "shr": _shift, "setp": _setp, "selp": _selp, "mov": _mov, "cvt": _cvt,
     "bfe": _bfe, "ld": _ld, "st": _st, "shfl": _shfl, "bra": _bra, "ret": _ret, "exit": _ret,
-    "bar": _bar, "barrier": _bar, "membar": _nop, "fence": _nop,
+    "bar": _bar, "barrier": _bar, "membar": _nop, "fence": _nop, "atom": _atom, "red": _atom,
 }  # fmt: skip
 
 
