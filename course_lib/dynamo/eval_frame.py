@@ -110,7 +110,7 @@ def split_callable(fn: Any, args: list) -> tuple[types.FunctionType, list]:
 def frame_locals(fn: Any, args: list, kwargs: dict) -> tuple[types.FunctionType, dict[str, Any]]:
     """The frame's ``f_locals`` at entry: bound arguments, plus the closure's free variables."""
     func, args = split_callable(fn, args)
-    sig = inspect.signature(func)
+    sig = inspect.signature(func, follow_wrapped=False)  # the frame is the wrapper's, not __wrapped__'s
     bound = sig.bind(*args, **kwargs)
     bound.apply_defaults()
     # inspect calls a comprehension's ".0" argument "implicit0"; the frame uses co_varnames
@@ -130,7 +130,7 @@ def run_frame(fn: Any, args: list, kwargs: dict, output: OutputGraph) -> Any:
         output.breaks.append(BreakRecord(problem, code.co_name, None, "frame"))
         return fn(*args, **kwargs)
     output.frames.append(code.co_name)
-    sig = inspect.signature(func)
+    sig = inspect.signature(func, follow_wrapped=False)
     local_vars = {}
     for pname, name in zip(sig.parameters, code.co_varnames):
         value = f_locals[name]

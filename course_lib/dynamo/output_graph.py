@@ -107,6 +107,7 @@ class OutputGraph:
         self.inputs: list[tuple[fx.Node, TensorVar]] = []
         self.placeholder_of: dict[int, fx.Node] = {}
         self.attr_names: dict[int, str] = {}
+        self.grad_mode_at_start = torch.is_grad_enabled()  # see drop_redundant_grad_mode
 
     def node_of(self, var: TensorVar) -> fx.Node:
         """The node for a tensor in the current graph (a new placeholder if it came from outside)."""
@@ -254,12 +255,32 @@ class OutputGraph:
         self.apply_side_effects()
         self._new_graph()
 
+    def drop_redundant_grad_mode(self) -> None:
+        """Erase ``set_grad_enabled`` nodes that change nothing: one followed at once by another
+        (the exits of two nested blocks), or one that sets the mode already in effect. Dynamo's
+        graphs show the same: ``with no_grad(): with enable_grad(): ...`` keeps two switches."""
+        mode = self.grad_mode_at_start
+        switches = [n for n in self.graph.nodes if n.op == "call_function" and n.target is torch.set_grad_enabled]
+        nodes = self.graph.nodes
+        for node in switches:
+            after = nodes[nodes.index(node) + 1]
+            if after.op == "call_function" and after.target is torch.set_grad_enabled or node.args[0] == mode:
+                self.graph.erase_node(node)
+                nodes = self.graph.nodes
+            else:
+                mode = node.args[0]
+
     # -- ending a region ----------------------------------------------------------------------
     def compile_and_run(self, live: list[Var], reason: str, graph_break: bool, frame: str, line: int | None) -> None:
         """Finish the current graph with the live tensors it computed as outputs, compile, run."""
         live = list(live) + list(self.mutated.values())  # tensors put into a mutated container are live
         outputs = [v for v in _tensors_in(live) if v.graph_id == self.graph_id and v.node is not None]
+        outer, inside = self.grad_mode_at_start, torch.is_grad_enabled()
+        reenter = graph_break and inside != outer  # a break inside `with torch.no_grad():`
+        if reenter:  # as Dynamo: the graph leaves the block at its end, the next one enters it again
+            self.graph.call_function(torch.set_grad_enabled, (outer,))
         self.graph.output(tuple(v.node for v in outputs))
+        self.drop_redundant_grad_mode()
         self.graph.eliminate_dead_code()
         if any(n.op.startswith("call_") for n in self.graph.nodes):
             key = str(self.graph)
@@ -276,6 +297,10 @@ class OutputGraph:
             var.node, var.graph_id = None, -1
         self.apply_side_effects()
         self._new_graph()
+        if reenter:
+            torch.set_grad_enabled(inside)  # the breaking instruction runs inside the block
+            self.grad_mode_at_start = outer
+            self.graph.call_function(torch.set_grad_enabled, (inside,))
 
     def mark_dynamic_placeholders(self) -> None:
         """``meta["course_dynamic_dims"]`` on each placeholder whose input has dynamic dims."""

@@ -40,12 +40,18 @@ What this file holds: the opcode handlers and the loop that runs them. What a va
 an opcode meets it (``a + b``, ``obj.method(...)``, ``obj[i]``, ``iter(obj)``, a builtin call) is
 a rule on the value's Var class in variables/, as in torch/_dynamo/variables/.
 
-Frames we cannot translate at all (:func:`frame_unsupported`: ``try``/``with`` blocks, an
-opcode without a handler, a generator called as the top frame) are not started: the frame runs
-as plain Python, with the reason recorded as a break; an inlined call to such a function is a
-graph break at its ``CALL``. A generator called from traced code is inlined: run to its end at
-once, its yields collected into an iterator (:meth:`InstructionTranslator.inline_generator`),
-unless it has side effects. Dynamo supports ``try`` and context managers too.
+Frames we cannot translate at all (:func:`frame_unsupported`: an opcode without a handler, a
+generator called as the top frame) are not started: the frame runs as plain Python, with the
+reason recorded as a break; an inlined call to such a function is a graph break at its ``CALL``.
+A generator called from traced code is inlined: run to its end at once, its yields collected
+into an iterator (:meth:`InstructionTranslator.inline_generator`), unless it has side effects.
+
+``try``/``except`` and ``with``: an exception the user's code raises while we trace (a missing
+dict key) goes to the handler the code object's exception table names
+(:meth:`InstructionTranslator.jump_to_handler`), as CPython would. ``with torch.no_grad()`` /
+``torch.enable_grad()`` are captured as ``set_grad_enabled`` nodes (variables/ctx_manager.py);
+any other context manager is a graph break at ``BEFORE_WITH``. A break inside a ``try`` block
+gives up on the rest of the frame, as a break inside a loop does.
 """
 
 from __future__ import annotations
@@ -71,6 +77,8 @@ from course_lib.dynamo.variables import (
     DictVar,
     DictViewVar,
     FunctionVar,
+    GradModeExitVar,
+    GradModeVar,
     IteratorVar,
     ListVar,
     MethodVar,
@@ -148,6 +156,8 @@ class InstructionTranslator:
         self.comprehensions = comprehension_regions(self.instructions)
         self.checkpoint: tuple | None = None  # state at the comprehension's BUILD_LIST (Dynamo: speculate())
         # loop bodies: from a backward jump's target to the jump (3.11+: no block stack for loops)
+        # 3.11+: which handler covers which instructions (dis: "ExceptionTable")
+        self.exception_table = list(dis.Bytecode(code).exception_entries)
         self.loops = [(ins.argval, ins.offset) for ins in self.instructions
                       if ins.opname.startswith(("JUMP_BACKWARD", "POP_JUMP_BACKWARD")) and ins.argval < ins.offset]  # fmt: skip
 
@@ -161,6 +171,35 @@ class InstructionTranslator:
 
     def step(self) -> None:
         inst = self.instructions[self.ip]
+        stack_before = list(self.stack)
+        try:
+            self.step_instruction(inst)
+        except Unsupported:
+            raise
+        except Exception as exc:  # what the user's code raised (a missing dict key, a failed int())
+            if not self.jump_to_handler(inst, exc, stack_before):
+                if self.parent is None:  # it leaves the traced code: container mutations stay visible
+                    self.output.apply_side_effects()
+                raise
+
+    def jump_to_handler(self, inst: Instr, exc: Exception, stack_before: list[Var]) -> bool:
+        """Python semantics for an exception raised at ``inst`` (3.11+ zero-cost exceptions): the
+        code object's exception table says which handler covers the instruction and how deep the
+        stack is there; cut the stack to that depth, push the offset (``lasti``) if the entry asks
+        for it, push the exception, and continue at the handler. False when no entry covers it
+        (the exception leaves the frame). Dynamo does the same in ``exception_handler()``."""
+        entry = next((e for e in self.exception_table if e.start <= inst.offset < e.end), None)
+        if entry is None:
+            return False
+        self.stack = stack_before[: entry.depth]
+        if entry.lasti:
+            self.push(ConstVar(inst.offset))
+        self.push(PyObjVar(exc))
+        self.ip = self.index_of[entry.target]
+        self.trace.append(f"{self.code.co_name}: {type(exc).__name__} raised, handler at {entry.target}")
+        return True
+
+    def step_instruction(self, inst: Instr) -> None:
         self.current = inst
         self.ip += 1
         self.trace.append(f"{self.code.co_name}:{inst.offset} {inst.opname} {inst.argrepr}".rstrip())
@@ -187,6 +226,8 @@ class InstructionTranslator:
                 self.break_at_comprehension(exc.reason)
             elif any(start <= inst.offset <= end for start, end in self.loops):
                 self.skip_rest_of_frame(inst, handler, exc.reason)
+            elif self.in_try_block(inst):
+                self.skip_rest_of_frame(inst, handler, exc.reason, where="inside a try block")
             else:
                 self.break_graph(inst, handler, exc.reason)
         self.steps.append((self.trace[-1], [stack_label(v) for v in self.stack], len(self.output.graph)))
@@ -228,12 +269,13 @@ class InstructionTranslator:
         finally:
             self.eager = self.skipped
 
-    def skip_rest_of_frame(self, inst: Instr, handler, reason: str) -> None:
-        """A break inside a loop body: Dynamo cannot resume in the middle of a loop, so it gives
-        up on the frame (the part since the last break runs without a graph). We drop the
+    def skip_rest_of_frame(self, inst: Instr, handler, reason: str, where: str = "inside a loop") -> None:
+        """A break inside a loop body or a try block: Dynamo cannot resume in the middle of a
+        loop, nor inside a ``try`` (its resume function could not re-create the handler), so it
+        gives up on the frame (the part since the last break runs without a graph). We drop the
         current graph and run the rest of the frame eagerly; callees are still translated."""
         line = _rel_line(self.code, inst.line)
-        reason = f"{reason} (inside a loop: the rest of {self.code.co_name} runs without a graph)"
+        reason = f"{reason} ({where}: the rest of {self.code.co_name} runs without a graph)"
         self.output.breaks.append(BreakRecord(reason, self.code.co_name, line, f"{inst.opname} {inst.argrepr}".strip()))
         self.output.discard_graph()
         self.skipped = self.eager = True
@@ -696,7 +738,7 @@ class InstructionTranslator:
 
     def RAISE_VARARGS(self, inst):
         parts = self.popn(inst.arg)
-        if not self.eager:
+        if not self.eager and not self.handler_waits():
             raise Unsupported("raise: exceptions are not modelled (the frame has no handler, so it propagates)")
         exc = parts[0].as_python() if parts else RuntimeError("No active exception to reraise")
         if len(parts) == 2:
@@ -720,8 +762,65 @@ class InstructionTranslator:
     def LOAD_ASSERTION_ERROR(self, inst):
         self.push(BuiltinVar(AssertionError))
 
-    def RERAISE(self, inst):  # exception-cleanup blocks (3.12 inlined comprehensions): never reached normally
-        raise Unsupported("exceptions are not modelled")
+    # --- try/except and with: handlers reached through the exception table (jump_to_handler) ----
+    def PUSH_EXC_INFO(self, inst):  # entering a handler: save the exception being handled before
+        exc = self.pop()
+        self.push(ConstVar(None))  # sys.exc_info() outside any handler (nested handlers: not modelled)
+        self.push(exc)
+
+    def CHECK_EXC_MATCH(self, inst):  # `except KeyError:` -> isinstance(exc, KeyError)
+        cls = self.pop()
+        self.push(ConstVar(isinstance(self.stack[-1].as_python(), cls.as_python())))
+
+    def POP_EXCEPT(self, inst):
+        self.pop()
+
+    def RERAISE(self, inst):  # the handler did not match (or a cleanup block): raise again
+        raise self.pop().as_python()
+
+    def BEFORE_WITH(self, inst):
+        """``with ctx:`` pushes ``ctx.__exit__`` and then what ``ctx.__enter__()`` returned."""
+        ctx = self.pop()
+        if isinstance(ctx, GradModeVar):
+            self.push(ctx.enter(self))
+            self.push(ConstVar(None))
+            return
+        if not self.eager:
+            raise Unsupported(f"with {ctx.describe()}: only torch.no_grad() / torch.enable_grad() blocks are modelled")
+        obj = ctx.as_python()
+        self.push(PyObjVar(type(obj).__exit__.__get__(obj)))
+        self.push(self.wrap(type(obj).__enter__(obj)))
+
+    def WITH_EXCEPT_START(self, inst):
+        """An exception left the ``with`` body: call ``__exit__(type, value, traceback)``; its
+        (true) answer tells the following POP_JUMP whether to swallow the exception."""
+        exc, exit_fn = self.stack[-1].as_python(), self.stack[-4]
+        info = [PyObjVar(type(exc)), PyObjVar(exc), PyObjVar(exc.__traceback__)]
+        self.push(self.call_function(exit_fn, info, {}) if isinstance(exit_fn, GradModeExitVar)
+                  else self.wrap(exit_fn.as_python()(*[v.as_python() for v in info])))  # fmt: skip
+
+    def handler_waits(self) -> bool:
+        """Whether an exception raised now would land in a handler of this frame or of a caller
+        we are inlining from (then ``raise`` is followed symbolically, as Python would)."""
+        tx = self
+        while tx is not None:
+            offset = tx.current.offset if tx.current is not None else -1
+            if any(e.start <= offset < e.end for e in tx.exception_table):
+                return True
+            tx = tx.parent
+        return False
+
+    def in_try_block(self, inst: Instr) -> bool:
+        """Whether a try/except (not a ``with``, not a 3.12 generator guard) covers ``inst``."""
+        for entry in self.exception_table:
+            if not entry.start <= inst.offset < entry.end:
+                continue
+            at = self.index_of[entry.target]
+            following = [ins.opname for ins in self.instructions[at : at + 2]]
+            if "WITH_EXCEPT_START" in following or "STOPITERATION" in self.instructions[at].argrepr:
+                continue
+            return True
+        return False
 
     # --- functions -----------------------------------------------------------------------------
     def KW_NAMES(self, inst):
@@ -909,15 +1008,6 @@ def frame_unsupported(code: types.CodeType, inlining: bool = False) -> str | Non
     if code.co_flags & _GENERATOR_FLAGS & ~allowed:
         return "generator or coroutine functions are not translated (the frame runs without a graph)"
     instrs = instructions(code)
-    comprehensions = comprehension_regions(instrs)
-    offsets = [ins.offset for ins in instrs]
-    for entry in dis.Bytecode(code).exception_entries:
-        start = next((i for i, off in enumerate(offsets) if off >= entry.start), len(offsets))
-        target = next((ins for ins in instrs if ins.offset >= entry.target), None)
-        if target is not None and "STOPITERATION" in target.argrepr:  # 3.12 generators' StopIteration guard
-            continue
-        if not any(s <= start <= e for s, e in comprehensions.items()):
-            return "try/except or with blocks are not modelled (the frame runs without a graph)"
     missing = sorted({ins.opname for ins in instrs} - set(HANDLED))
     if missing:
         return f"opcode {missing[0]} has no handler (the frame runs without a graph)"

@@ -234,7 +234,7 @@ class Node:
         name = self.target if isinstance(self.target, str) else getattr(self.target, "__name__", "")
         if self.op in ("call_method", "call_function") and name.endswith("_") and not name.endswith("__"):
             return True  # x.add_(y): mutates its input
-        return name in {"print", "manual_seed", "setitem"}
+        return name in {"print", "manual_seed", "setitem", "set_grad_enabled"}  # global state, as torch.fx's list
 
 
 def _format_output(value: Any) -> str:

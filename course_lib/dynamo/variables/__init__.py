@@ -4,7 +4,8 @@ Position: Python values of a frame --> ``Var`` objects the translator pushes and
 
 One module per family, as in torch: base.py (``Var``, constants), tensor.py, lists.py (lists,
 tuples, sets, iterators), dicts.py, functions.py (user functions, torch functions, bound methods,
-nn.Modules), builtin.py (the builtins' rule table), builder.py (``wrap``: value -> Var). Each class
+nn.Modules), builtin.py (the builtins' rule table), ctx_manager.py
+(``with torch.no_grad()``), builder.py (``wrap``: value -> Var). Each class
 carries the rules for its values (``call_method``, ``var_getattr``, ``getitem``, ``unpack``...);
 sources are in source.py and guards in guards.py, one level up.
 
@@ -25,6 +26,7 @@ from course_lib.dynamo.variables.builder import (
     wrap,
 )
 from course_lib.dynamo.variables.builtin import BUILTIN_RULES, FOLDABLE, BuiltinVar, call_builtin
+from course_lib.dynamo.variables.ctx_manager import GradModeClassVar, GradModeExitVar, GradModeVar
 from course_lib.dynamo.variables.dicts import DICT_METHODS, DictVar, DictViewVar
 from course_lib.dynamo.variables.functions import (
     FunctionVar,
@@ -45,7 +47,7 @@ from course_lib.dynamo.variables.tensor import (
 __all__ = [
     "BUILTIN_RULES", "CONSTANT_TYPES", "DICT_METHODS", "FOLDABLE", "LIST_METHODS", "SKIP_MODULES",
     "TENSOR_DATA_METHODS", "TENSOR_STATIC_ATTRS", "TENSOR_STATIC_METHODS", "BuiltinVar", "CellVar", "ConstVar",
-    "DictVar", "DictViewVar", "FunctionVar", "Guard", "IteratorVar", "ListVar", "MethodVar", "ModuleVar",
+    "DictVar", "DictViewVar", "FunctionVar", "GradModeClassVar", "GradModeExitVar", "GradModeVar", "Guard", "IteratorVar", "ListVar", "MethodVar", "ModuleVar",
     "NestedFunctionVar", "NullVar", "PyObjVar", "SetVar", "Source", "TensorVar", "TorchFnVar", "Var", "any_tensor",
     "call_builtin", "guard_for", "is_callable_var", "is_leaf_module", "is_torch_callable", "is_user_function",
     "plain_dict_type", "python_call", "wrap",

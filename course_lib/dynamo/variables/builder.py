@@ -15,6 +15,7 @@ import torch
 from course_lib.dynamo.source import Source
 from course_lib.dynamo.variables.base import ConstVar, PyObjVar, Var
 from course_lib.dynamo.variables.builtin import BuiltinVar, has_rule
+from course_lib.dynamo.variables.ctx_manager import GRAD_MODE_CLASSES, GradModeClassVar
 from course_lib.dynamo.variables.dicts import DictVar
 from course_lib.dynamo.variables.functions import FunctionVar, MethodVar, ModuleVar, NestedFunctionVar, TorchFnVar
 from course_lib.dynamo.variables.lists import IteratorVar, ListVar, SetVar, field_names
@@ -87,6 +88,8 @@ def wrap(value: Any, source: Source | None = None) -> Var:
         return TorchFnVar(value, source=source)
     if isinstance(value, (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)):
         return TorchFnVar(value, source=source) if is_torch_callable(value) else BuiltinVar(value, source=source)
+    if isinstance(value, type) and value in GRAD_MODE_CLASSES:  # torch.no_grad: a context manager we model
+        return GradModeClassVar(value, source=source)
     if isinstance(value, type) and (value.__module__ == "builtins" or has_rule(value)):
         return BuiltinVar(value, source=source)
     if callable(value) and is_torch_callable(value) and not isinstance(value, type):

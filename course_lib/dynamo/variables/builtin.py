@@ -55,6 +55,10 @@ def call_builtin(tx, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
     pure = fn in FOLDABLE or module in ("math", "_operator", "operator")
     if pure and not any_tensor([*args, *kwargs.values()]):
         return python_call(fn, args, kwargs)
+    if isinstance(fn, type) and issubclass(fn, BaseException) and not any_tensor([*args, *kwargs.values()]):
+        from course_lib.dynamo.variables.base import PyObjVar
+
+        return PyObjVar(python_call(fn, args, kwargs).as_python())  # ValueError("msg"), about to be raised
     raise Unsupported(f"builtin {getattr(fn, '__name__', fn)} is not supported with these arguments")
 
 

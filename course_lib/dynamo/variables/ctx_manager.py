@@ -1,0 +1,106 @@
+"""``with torch.no_grad():`` and ``with torch.enable_grad():`` (teaches
+torch/_dynamo/variables/ctx_manager.py: GradModeVariable).
+
+Position: ``torch.no_grad`` read from a global --> :class:`GradModeClassVar`; calling it -->
+:class:`GradModeVar`; ``BEFORE_WITH`` enters it --> a ``set_grad_enabled(False)`` node in the graph
+and :class:`GradModeExitVar` on the stack; the ``with``'s exit call --> ``set_grad_enabled(prior)``.
+
+As in Dynamo, the grad mode is a piece of global state the graph itself sets and restores, so the
+graph is right whatever the mode is when it runs. Dynamo's nodes call the private
+``torch._C._set_grad_enabled``; ours call the public ``torch.set_grad_enabled`` (same effect, one
+node each). The mode is also really switched while we capture, so example values get the right
+``requires_grad``; the switch is logged in the output's undo list, so an instruction that breaks
+after entering the block (an inlined helper that prints inside ``no_grad``) is undone with it.
+
+Other context managers are not modelled: ``BEFORE_WITH`` on them is a graph break and the
+``with`` runs eagerly (symbolic_convert.BEFORE_WITH).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from course_lib.dynamo.exc import Unsupported
+from course_lib.dynamo.variables.base import ConstVar, Var
+
+# the classes whose instances we model, and the grad mode each one enters
+GRAD_MODE_CLASSES: dict[Any, bool] = {torch.no_grad: False, torch.enable_grad: True}
+
+
+class _GradState:
+    """The global grad mode as an attribute, so OutputGraph.remember/restore can undo a change."""
+
+    @property
+    def enabled(self) -> bool:
+        return torch.is_grad_enabled()
+
+    @enabled.setter
+    def enabled(self, value: bool) -> None:
+        torch.set_grad_enabled(value)
+
+
+GRAD_STATE = _GradState()
+
+
+def set_grad_mode(tx, enabled: bool) -> None:
+    """Switch the grad mode now and record the switch as a graph node (kept by DCE: impure)."""
+    tx.output.remember(GRAD_STATE, "enabled")
+    GRAD_STATE.enabled = enabled
+    tx.output.graph.call_function(torch.set_grad_enabled, (enabled,))
+
+
+@dataclasses.dataclass(eq=False)
+class GradModeClassVar(Var):
+    """``torch.no_grad`` / ``torch.enable_grad`` themselves, before the call that makes the object."""
+
+    value: Any
+
+    def as_python(self):
+        return self.value
+
+    def call_function(self, tx, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        if args or kwargs:
+            raise Unsupported(f"torch.{self.value.__name__} called with arguments")
+        return GradModeVar(GRAD_MODE_CLASSES[self.value])
+
+
+@dataclasses.dataclass(eq=False)
+class GradModeVar(Var):
+    """A ``torch.no_grad()`` object, not yet entered."""
+
+    enabled: bool
+
+    def as_python(self):
+        return torch.enable_grad() if self.enabled else torch.no_grad()
+
+    def describe(self) -> str:
+        return "torch.enable_grad()" if self.enabled else "torch.no_grad()"
+
+    def enter(self, tx) -> GradModeExitVar:
+        """``__enter__``: remember the mode to restore, switch to ours."""
+        prior = torch.is_grad_enabled()
+        set_grad_mode(tx, self.enabled)
+        return GradModeExitVar(prior)
+
+
+@dataclasses.dataclass(eq=False)
+class GradModeExitVar(Var):
+    """The bound ``__exit__`` that BEFORE_WITH leaves on the stack: calling it restores ``prior``."""
+
+    prior: bool
+
+    def as_python(self):
+        def __exit__(*exc_info):
+            torch.set_grad_enabled(self.prior)
+
+        return __exit__
+
+    def call_function(self, tx, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        set_grad_mode(tx, self.prior)
+        return ConstVar(None)  # None: an exception inside the block is not swallowed
+
+
+__all__ = ["GRAD_MODE_CLASSES", "GRAD_STATE", "GradModeClassVar", "GradModeExitVar", "GradModeVar", "set_grad_mode"]

@@ -1,0 +1,432 @@
+"""Programs written the way real PyTorch model code is written (not in the style of the other
+corpora): nn.Modules that call submodules and loop over ModuleLists, config flags read from
+attributes, keyword arguments with defaults, ``*args``, closures, comprehensions, starred
+unpacking, f-string asserts, isinstance / hasattr checks, shape arithmetic, ``math.*``,
+data-dependent branches, ``.item()``, ``print``, ``try``, ``while`` over Python ints,
+``torch.no_grad()``, dataclass outputs and dict inputs.
+
+tests/test_dynamo_real_style.py runs each through course_lib.dynamo and torch._dynamo.explain
+and compares: result equal to eager, graph count, break count, break-reason count and (for
+plain functions) ops per graph.
+
+``CASES``: ``(name, fn, make_args)``; ``make_args()`` builds fresh, seeded inputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+CASES: list[tuple[str, typing.Callable, typing.Callable[[], tuple]]] = []
+
+
+def t(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g)
+
+
+def case(*make):
+    """Register a function called with fresh arguments built by the lambdas ``make``."""
+
+    def register(fn):
+        CASES.append((fn.__name__, fn, lambda: tuple(m() for m in make)))
+        return fn
+
+    return register
+
+
+def module_case(name, build, *make):
+    """Register an nn.Module instance (built once, seeded) called with ``make``'s arguments."""
+    torch.manual_seed(0)
+    CASES.append((name, build(), lambda: tuple(m() for m in make)))
+
+
+def x34():
+    return t(3, 4)
+
+
+def y34():
+    return t(3, 4, seed=1)
+
+
+def x248():
+    return t(2, 4, 8)
+
+
+# ============================================================ plain functions
+@case(x34)
+def rms_norm_eps_default(x, eps: float = 1e-6):
+    var = x.pow(2).mean(-1, keepdim=True)
+    return x * torch.rsqrt(var + eps)
+
+
+@case(x34, y34)
+def kwargs_only_scale(x, y, *, alpha=0.5, beta=None):
+    out = x * alpha
+    if beta is not None:
+        out = out + beta * y
+    return out + y
+
+
+def _apply_all(x, *fns):
+    for f in fns:
+        x = f(x)
+    return x
+
+
+@case(x34)
+def star_args_pipeline(x):
+    return _apply_all(x, torch.relu, lambda v: v * 2, torch.tanh)
+
+
+@case(x34)
+def closure_factory(x):
+    def make_scaler(s):
+        def scale(v):
+            return v * s
+
+        return scale
+
+    double, halve = make_scaler(2.0), make_scaler(0.5)
+    return double(x) + halve(x)
+
+
+@case(x34)
+def nested_fn_reads_outer_tensor(x):
+    bias = x.mean()
+
+    def shift(v):
+        return v - bias
+
+    return shift(x).abs()
+
+
+@case(x34)
+def lambda_in_sorted_keys(x):
+    parts = {"b": x * 2, "a": x + 1, "c": x - 3}
+    return [parts[k] for k in sorted(parts, key=lambda k: k)]
+
+
+@case(x248)
+def dict_comprehension_of_chunks(x):
+    pieces = x.chunk(4, dim=-1)
+    named = {f"p{i}": p.sum(-1) for i, p in enumerate(pieces)}
+    return named["p0"] + named["p3"]
+
+
+@case(x34)
+def generator_sum_of_powers(x):
+    return sum(x**k / math.factorial(k) for k in range(1, 4))
+
+
+@case(x248)
+def starred_shape_unpack(x):
+    *batch, d = x.shape
+    return x.reshape(-1, d).sum(0) * len(batch)
+
+
+@case(x248)
+def starred_middle(x):
+    first, *rest, last = x.unbind(-1)
+    return first + last + torch.stack(rest).mean(0)
+
+
+@case(x248)
+def assert_fstring_shapes(x):
+    assert x.dim() == 3, f"expected a 3-D input, got {x.dim()}-D"
+    b, s, d = x.shape
+    assert d % 2 == 0, f"last dim {d} must be even"
+    return x.view(b, s, 2, d // 2).transpose(1, 2).contiguous()
+
+
+@case(x34, lambda: 3)
+def isinstance_int_or_tensor(x, scale):
+    if isinstance(scale, torch.Tensor):
+        return x * scale
+    if isinstance(scale, (int, float)):
+        return x * float(scale)
+    raise TypeError("scale")
+
+
+@case(x34)
+def hasattr_on_tensor(x):
+    if hasattr(x, "shape") and not hasattr(x, "not_an_attribute"):
+        return x.transpose(0, 1)
+    return x
+
+
+@case(x248)
+def split_sizes_and_cat(x):
+    a, b = x.split([3, 5], dim=-1)
+    return torch.cat([b, a], dim=-1)
+
+
+@case(x248)
+def size_and_shape_indexing(x):
+    n = x.size(0) * x.shape[-1]
+    return x.flatten(1) / math.sqrt(n) + x.size()[1]
+
+
+@case(x34)
+def dtype_checks(x):
+    if x.dtype == torch.float32 and x.is_floating_point():
+        x = x.to(torch.float64)
+    return x.sum(dim=0).float()
+
+
+@case(x34)
+def python_numbers_mixed(x):
+    k = 3
+    scale = 1.0 / (k + 1)
+    return (x + k) * scale - 2 ** -1 + math.pi
+
+
+@case(x34)
+def math_functions_on_shapes(x):
+    d = x.shape[-1]
+    return x * math.log(d) + math.cos(0.0) * math.sqrt(d) + math.floor(2.7)
+
+
+@case(x34)
+def torch_functions_mix(x):
+    y = torch.where(x > 0, x, torch.zeros_like(x))
+    z = torch.clamp(y, min=0.1, max=1.0)
+    return torch.einsum("ij,kj->ik", z, x) + torch.full((3, 3), 0.5)
+
+
+@case(x34)
+def data_dependent_branch(x):
+    if x.sum() > 0:
+        return x * 2
+    return x - 1
+
+
+@case(x34)
+def item_then_python_math(x):
+    m = x.abs().max().item()
+    return x / (m + 1.0)
+
+
+@case(x34)
+def print_debugging(x):
+    y = x.relu()
+    print("y has shape", tuple(y.shape))
+    return y + 1
+
+
+@case(x34)
+def while_loop_halving(x):
+    n = x.shape[1]
+    while n > 1:
+        x = x[:, : n // 2] + x[:, n // 2 :]
+        n //= 2
+    return x
+
+
+@case(x34)
+def try_except_keyerror(x):
+    cfg = {"scale": 2.0}
+    try:
+        shift = cfg["shift"]
+    except KeyError:
+        shift = 0.0
+    return x * cfg["scale"] + shift
+
+
+@case(x34)
+def no_grad_block(x):
+    with torch.no_grad():
+        y = x * 2
+    return y + 1
+
+
+@dataclasses.dataclass
+class Stats:
+    mean: torch.Tensor
+    std: torch.Tensor
+
+
+@case(x34)
+def dataclass_output(x):
+    return Stats(mean=x.mean(0), std=x.std(0))
+
+
+@case(lambda: {"input_ids": t(2, 3), "mask": (t(2, 3, seed=1) > 0).float()})
+def dict_input_batch(batch):
+    h = batch["input_ids"] * batch["mask"]
+    if "labels" in batch:
+        h = h + batch["labels"]
+    return {"hidden": h, "n": batch["mask"].sum()}
+
+
+@case(x34, y34)
+def tuple_swap_and_return(x, y):
+    x, y = y, x
+    return (x - y, x * y)
+
+
+@case(x248)
+def list_of_ops_table(x):
+    ops = [torch.sin, torch.cos, F.silu]
+    return [op(x).sum(-1) for op in ops]
+
+
+@case(x34)
+def chained_methods(x):
+    return x.t().contiguous().view(-1).unsqueeze(0).expand(2, -1).mean(0)
+
+
+@case(x34)
+def softmax_temperature_default(x, temperature=0.7, dim=-1):
+    return F.softmax(x / temperature, dim=dim)
+
+
+@case(x34)
+def string_mode_switch(x, mode="gelu"):
+    act = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}[mode]
+    return act(x)
+
+
+@case(x34)
+def int_of_tensor_shape_math(x):
+    steps = int(x.shape[0] * 1.5)
+    return x.repeat(steps, 1)
+
+
+# ============================================================ nn.Modules
+class Config:
+    hidden = 8
+    n_layers = 2
+    use_bias = True
+    dropout = 0.0
+    pre_norm = True
+
+
+class Block(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.pre_norm = cfg.pre_norm
+        self.norm = nn.LayerNorm(cfg.hidden)
+        self.fc1 = nn.Linear(cfg.hidden, 2 * cfg.hidden, bias=cfg.use_bias)
+        self.fc2 = nn.Linear(2 * cfg.hidden, cfg.hidden, bias=cfg.use_bias)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x):
+        h = self.norm(x) if self.pre_norm else x
+        h = self.fc2(F.gelu(self.fc1(h)))
+        return x + self.drop(h)
+
+
+class Stack(nn.Module):
+    def __init__(self, cfg=Config):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layers)])
+        self.head = nn.Linear(cfg.hidden, 3)
+
+    def forward(self, x, return_hidden=False):
+        for i, block in enumerate(self.blocks):
+            x = block(x)
+        logits = self.head(x)
+        return (logits, x) if return_hidden else logits
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, dim=8, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x, mask=None):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q, k, v = (u.view(b, s, self.heads, d // self.heads).transpose(1, 2) for u in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads)
+        if mask is not None:
+            att = att.masked_fill(mask == 0, float("-inf"))
+        out = att.softmax(-1) @ v
+        return self.proj(out.transpose(1, 2).reshape(b, s, d))
+
+
+class Residuals(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
+        self.scales = nn.Parameter(torch.ones(8))
+
+    def forward(self, x):
+        outs = []
+        for layer in self.layers:
+            x = layer(x)
+            outs.append(x)
+        return torch.stack(outs).sum(0) * self.scales
+
+
+class ModuleDictRouter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.experts = nn.ModuleDict({"a": nn.Linear(8, 8), "b": nn.Linear(8, 8)})
+
+    def forward(self, x, route="b"):
+        return self.experts[route](x) + sum(e(x) for e in self.experts.values())
+
+
+class BufferAndFlag(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("running", torch.zeros(8))
+        self.training_flag = False
+
+    def forward(self, x):
+        if self.training_flag:
+            return x
+        return x - self.running + x.mean(dim=tuple(range(x.dim() - 1)))
+
+
+class DataDependentModule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.fc(x)
+        if h.mean() > 0:  # a data-dependent branch in a forward: a graph break
+            h = h * 2
+        return h.relu()
+
+
+class PrintShapes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = self.fc(x)
+        print(f"fc out {tuple(y.shape)}")
+        return y.sum(-1)
+
+
+class NoGradModule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        with torch.no_grad():
+            target = self.fc(x).detach()
+        return F.mse_loss(self.fc(x), target)
+
+
+module_case("module_stack_modulelist", Stack, x248)
+module_case("module_self_attention", SelfAttention, x248)
+module_case("module_sequential_iteration", Residuals, x248)
+module_case("module_moduledict_router", ModuleDictRouter, x248)
+module_case("module_buffer_and_flag", BufferAndFlag, x248)
+module_case("module_data_dependent_branch", DataDependentModule, x248)
+module_case("module_print_fstring", PrintShapes, x248)
+module_case("module_no_grad_block", NoGradModule, x248)
