@@ -205,7 +205,8 @@ class PtxWarp:
         if handler is None:
             raise UnsupportedInstruction(ins, "the simulator does not model this instruction")
         try:
-            handler(self, ins, exec_mask, mask)
+            with np.errstate(all="ignore"):  # inf - inf in masked-off lanes: the GPU does not warn either
+                handler(self, ins, exec_mask, mask)
         except UnsupportedInstruction:
             raise
         except (NotImplementedError, KeyError, ValueError, TypeError) as exc:
