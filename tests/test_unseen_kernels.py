@@ -109,3 +109,47 @@ def test_malformed_ptx_gets_a_line_never_a_traceback():
             assert "line" in str(exc) or ".entry" in str(exc)
     with pytest.raises(P.PtxSyntaxError, match=r"line \d+, column 1: 'add!s32'"):
         P.parse_ptx(ptx.replace("add.s32", "add!s32", 1))
+
+
+def test_every_blocked_layout_parses_and_corruptions_say_where():
+    from course_lib.triton import layouts
+
+    s = _stages("softmax_rows")
+    enc = layouts.encodings(s["ttgir"])
+    got = layouts.parse_blocked(s["ttgir"])
+    assert got and len(got) == sum(kind == "blocked" for kind in enc.values())
+    raw = s.raw["ttgir"]
+    line = next(ln for ln in raw.splitlines() if "#ttg.blocked<" in ln)
+    with pytest.raises(layouts.LayoutParseError, match=r"line 1, column \d+: .* not closed"):
+        layouts.parse_blocked(line[:60])
+    with pytest.raises(layouts.LayoutParseError, match=r"line 2, column \d+: expected a list of integers"):
+        layouts.parse_blocked("module {\n" + line.replace("sizePerThread = [1", "sizePerThread = [x", 1))
+    rng = random.Random(0)
+    for _ in range(60):  # random cuts and stray characters: parsed, or a LayoutParseError naming the line
+        k = rng.randrange(len(raw))
+        try:
+            layouts.parse_blocked(raw[:k] + rng.choice(["", "]", ",", "x"]) + raw[k + 1 :])
+        except layouts.LayoutParseError as exc:
+            assert str(exc).startswith("line ")
+
+
+def test_malformed_llvm_ir_and_course_ir_say_line_and_column():
+    from course_lib.ir import textparse
+    from course_lib.llvm import passes as LP
+
+    llir = _stages("ln_fwd")["llir"]
+    lines = llir.splitlines()
+    i = next(k for k, ln in enumerate(lines) if " = fadd " in ln)
+    with pytest.raises(LP.LLVMParseError, match=rf"line {i + 1}, column \d+: "):
+        LP.parse("\n".join(lines[:i] + [lines[i].replace(" = fadd ", " = fadd(")] + lines[i + 1 :]))
+    with pytest.raises(LP.LLVMParseError, match=r"line \d+, column \d+"):
+        LP.parse(llir[: len(llir) // 2])
+    text = "func f(x: int) -> int {\nentry:\n  y: int = add x, 1\n  ret y\n}\n"
+    assert str(textparse.parse(text)).strip() == text.strip()
+    rng = random.Random(1)
+    for _ in range(200):
+        k = rng.randrange(len(text))
+        try:
+            textparse.parse(text[:k] + rng.choice(["", "}", ",", ":", "@"]) + text[k + 1 :])
+        except textparse.IRParseError as exc:
+            assert exc.line >= 1 and exc.col >= 1

@@ -61,11 +61,25 @@ def host_target_machine(opt: int = 3, cpu: str | None = None, features: str | No
     return target.create_target_machine(cpu=cpu, features=features, opt=opt, codemodel="jitdefault" if jit else "small")
 
 
+class LLVMParseError(ValueError):
+    """LLVM IR that LLVM's parser (``LLParser.cpp``) or verifier rejects; says line and column."""
+
+
 def parse(module) -> llvm.ModuleRef:
-    """A fresh, verified ``ModuleRef`` from IR text, an ``llvmlite.ir.Module`` or a ModuleRef."""
+    """A fresh, verified ``ModuleRef`` from IR text, an ``llvmlite.ir.Module`` or a ModuleRef.
+
+    Malformed text raises :class:`LLVMParseError` ``line L, column C: <LLVM's message>``."""
     init()
-    mod = llvm.parse_assembly(str(module))
-    mod.verify()
+    try:
+        mod = llvm.parse_assembly(str(module))
+    except RuntimeError as exc:  # llvmlite: "LLVM IR parsing error\n<string>:L:C: error: msg\n<line>\n^"
+        m = re.search(r"<string>:(\d+):(\d+): error: (.*)", str(exc))
+        where = f"line {m.group(1)}, column {m.group(2)}: {m.group(3)}" if m else str(exc).strip()
+        raise LLVMParseError(f"LLVM IR does not parse: {where}") from None
+    try:
+        mod.verify()
+    except RuntimeError as exc:
+        raise LLVMParseError(f"LLVM IR parses but does not verify: {str(exc).strip()}") from None
     return mod
 
 

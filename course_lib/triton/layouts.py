@@ -35,17 +35,49 @@ class Blocked:
         return tuple(s * t * w for s, t, w in zip(self.size_per_thread, self.threads_per_warp, self.warps_per_cta))
 
 
-_BLOCKED = re.compile(r"#(\w*) = #ttg\.blocked<\{sizePerThread = \[([\d, ]+)\], threadsPerWarp = \[([\d, ]+)\], "
-                      r"warpsPerCTA = \[([\d, ]+)\], order = \[([\d, ]+)\]")  # fmt: skip
+_BLOCKED_HEAD = re.compile(r"^#(\w*) = #ttg\.blocked<", re.M)
+_FIELD = re.compile(r"(\w+) = \[([^\]]*)\]")
+_BLOCKED_FIELDS = ("sizePerThread", "threadsPerWarp", "warpsPerCTA", "order")
 
 
-def _ints(text: str) -> tuple:
-    return tuple(int(v) for v in text.split(","))
+class LayoutParseError(ValueError):
+    """A ``#ttg.blocked`` definition that cannot be read; the message starts with line and column."""
+
+
+def _ints(text: str, where: str) -> tuple:
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise LayoutParseError(f"{where}: expected a list of integers, got [{text}]") from None
 
 
 def parse_blocked(ttgir: str) -> dict[str, Blocked]:
-    """Every ``#blocked`` alias defined at the top of a TTGIR module."""
-    return {m.group(1): Blocked(*(_ints(m.group(i)) for i in range(2, 6))) for m in _BLOCKED.finditer(ttgir)}
+    """Every ``#blocked`` alias defined at the top of a TTGIR module.
+
+    A definition that is cut short or lacks a field raises :class:`LayoutParseError` with its
+    line and column (TTGIR printed by Triton always has all four fields)."""
+    out = {}
+    for head in _BLOCKED_HEAD.finditer(ttgir):
+        line = ttgir.count("\n", 0, head.start()) + 1
+        end = ttgir.find("\n", head.end())
+        text = ttgir[head.end() : end if end >= 0 else len(ttgir)]
+        close = text.find("}>")
+        if close < 0:
+            col = head.end() - head.start() + len(text) + 1  # the line ends before '}>'
+            raise LayoutParseError(f"line {line}, column {col}: #{head.group(1)} = #ttg.blocked<{{...}} is not closed")
+        fields = {}
+        for m in _FIELD.finditer(text[:close]):
+            col = head.end() - head.start() + m.start(2) + 1
+            fields[m.group(1)] = _ints(m.group(2), f"line {line}, column {col}")
+        missing = [f for f in _BLOCKED_FIELDS if f not in fields]
+        if missing:
+            raise LayoutParseError(f"line {line}, column 1: #{head.group(1)} has no {', '.join(missing)}")
+        values = [fields[f] for f in _BLOCKED_FIELDS]
+        if len({len(v) for v in values}) != 1:
+            raise LayoutParseError(f"line {line}, column 1: #{head.group(1)}'s fields have different ranks "
+                                   f"({', '.join(f'{f}={list(v)}' for f, v in zip(_BLOCKED_FIELDS, values))})")  # fmt: skip
+        out[head.group(1)] = Blocked(*values)
+    return out
 
 
 def encodings(ttgir: str) -> dict[str, str]:
