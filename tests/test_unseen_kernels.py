@@ -153,3 +153,27 @@ def test_malformed_llvm_ir_and_course_ir_say_line_and_column():
             textparse.parse(text[:k] + rng.choice(["", "}", ",", ":", "@"]) + text[k + 1 :])
         except textparse.IRParseError as exc:
             assert exc.line >= 1 and exc.col >= 1
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "no .entry function"),
+        (".version 8.0\n.entry k(\n", r"line 2: the parameter list of .entry k is not closed"),
+        (".entry k() {\n add.s32 %r1, %r2, 1;\n", r"line 1: the body of .entry k opened here never closes"),
+        (".entry k() {\n\n bra $L_nowhere;\n}", r"line 3: `bra \$L_nowhere` names label \$L_nowhere"),
+        (".entry k() {\n @%p1;\n}", r"line 2, column 1: guard '@%p1'"),
+    ],
+)
+def test_small_malformed_ptx(text, message):
+    with pytest.raises(P.PtxSyntaxError, match=message):
+        P.parse_ptx(text)
+
+
+def test_parsers_reject_non_text_clearly():
+    from course_lib.ir import textparse
+
+    with pytest.raises(TypeError, match="reads text"):
+        textparse.parse(None)
+    with pytest.raises(TypeError, match="PTX text"):
+        P.parse_ptx(b".entry")

@@ -133,6 +133,9 @@ def _entry_text(ptx: str, name: str) -> tuple[str, str, int]:
     of the original text, so a position in it gives back the PTX line number."""
     m = re.search(r"\.entry\s+" + re.escape(name) + r"\s*\((.*?)\)", ptx, re.S)
     if not m:
+        opened = re.search(r"\.entry\s+" + re.escape(name) + r"\s*\(", ptx)
+        if opened:
+            raise PtxSyntaxError(f"line {_line_of(ptx, opened.end())}: the parameter list of .entry {name} is not closed")
         raise PtxSyntaxError(f"no .entry {name!r} in this PTX (it has: {', '.join(kernel_names(ptx)) or 'none'})")
     start = ptx.find("{", m.end())
     if start < 0:
@@ -206,6 +209,10 @@ def parse_ptx(ptx: str, name: str | None = None) -> PtxKernel:
         if not text or text.startswith("."):
             continue
         instrs.append(_parse_instr(len(instrs), text, at or line))
+    for ins in instrs:
+        for op in ins.operands:
+            if op.kind == "label" and op.text not in labels:
+                raise PtxSyntaxError(f"line {ins.line}: `{ins.text}` names label {op.text}, which is not defined")
     version = re.search(r"\.version\s+([\d.]+)", ptx)
     target = re.search(r"\.target\s+(\w+)", ptx)
     return PtxKernel(

@@ -278,6 +278,8 @@ class _Parser:
 
 def parse_program(text: str) -> list[Function]:
     """All functions in ``text``, in order; they share one callee table."""
+    if not isinstance(text, str):
+        raise TypeError(f"the IR parser reads text (str(fn) prints it), got {type(text).__name__}")
     fns = _Parser(text).program()
     table = {f.name: f for f in fns}
     for f in fns:
