@@ -296,7 +296,7 @@ def triton_language_patched() -> bool:
 
 
 def triton_memory_hook(on_access):
-    """Context manager: call ``on_access(kind, ptrs, mask, grid_idx)`` on every interpreted load/store.
+    """Context manager: call ``on_access(kind, ptrs, mask, grid_idx)`` on every interpreted load/store/atomic.
 
     Patches ``InterpreterBuilder.create_masked_load`` / ``create_masked_store`` of the global
     ``triton.runtime.interpreter.interpreter_builder`` (unmasked ``create_load``/``create_store``
@@ -324,11 +324,28 @@ def triton_memory_hook(on_access):
             m = on_access("store", ptrs.data, mask.data, tuple(self.grid_idx))
             return orig_store(self, ptrs, value, tensor_handle(m, mask.dtype), *args)
 
+        # atomics (tl.atomic_add/max/xchg..., tl.atomic_cas) are recorded as kind "atomic" where
+        # this Triton has them; cas takes no mask, so its out-of-bounds lanes cannot be switched off
+        orig_rmw = getattr(builder_cls, "create_atomic_rmw", None)
+        orig_cas = getattr(builder_cls, "create_atomic_cas", None)
+
+        def rmw(self, op, ptrs, val, mask, *args):
+            m = on_access("atomic", ptrs.data, mask.data, tuple(self.grid_idx))
+            return orig_rmw(self, op, ptrs, val, tensor_handle(m, mask.dtype), *args)
+
+        def cas(self, ptrs, cmp, val, *args):
+            on_access("atomic", ptrs.data, True, tuple(self.grid_idx))
+            return orig_cas(self, ptrs, cmp, val, *args)
+
         builder_cls.create_masked_load, builder_cls.create_masked_store = load, store
+        if orig_rmw is not None and orig_cas is not None:
+            builder_cls.create_atomic_rmw, builder_cls.create_atomic_cas = rmw, cas
         try:
             yield interp
         finally:
             builder_cls.create_masked_load, builder_cls.create_masked_store = orig_load, orig_store
+            if orig_rmw is not None and orig_cas is not None:
+                builder_cls.create_atomic_rmw, builder_cls.create_atomic_cas = orig_rmw, orig_cas
 
     return hooked()
 

@@ -177,3 +177,29 @@ def test_parsers_reject_non_text_clearly():
         textparse.parse(None)
     with pytest.raises(TypeError, match="PTX text"):
         P.parse_ptx(b".entry")
+
+
+def test_trace_records_atomics():
+    from course_lib.triton import trace
+
+    x = torch.randint(0, 8, (128,), dtype=torch.int32)
+    h = torch.zeros(8, dtype=torch.int32)
+    tr = trace.trace(lambda: U.histogram[(2,)](x, h, 128, BINS=8, BLOCK=64), {"x": x, "h": h}, U.histogram)
+    assert h.tolist() == torch.bincount(x, minlength=8).tolist()
+    assert tr.footprint("h", "atomic").tolist() == [1] * 8  # program 1 was the last to add into each bin
+    assert tr.heatmap("h", "atomic").tolist() == [2] * 8
+    M, N = 3, 20
+    lock = torch.zeros(2, dtype=torch.int32)
+    t = {"dy": torch.randn(M, N), "x": torch.randn(M, N), "mean": torch.zeros(M), "rstd": torch.ones(M),
+         "dw": torch.zeros(2, N), "db": torch.zeros(2, N), "lock": lock}  # fmt: skip
+    tr = trace.trace(lambda: U.ln_bwd_dwdb[(M,)](*t.values(), N, N, GROUP=2, BLOCK_N=32), t, U.ln_bwd_dwdb)
+    locks = tr.for_tensor("lock", "atomic")
+    assert len(locks) == 2 * M and {a.line for a in locks} == {_line_of_fn(U.ln_bwd_dwdb, "atomic_cas"),
+                                                             _line_of_fn(U.ln_bwd_dwdb, "atomic_xchg")}  # fmt: skip
+
+
+def _line_of_fn(kernel, needle: str) -> int:
+    import inspect
+
+    lines, start = inspect.getsourcelines(kernel.fn)
+    return start + next(i for i, ln in enumerate(lines) if needle in ln)

@@ -2,7 +2,8 @@
 
 Teaches: ``python/triton/runtime/interpreter.py``. With ``TRITON_INTERPRET=1`` every
 ``tl.load`` / ``tl.store`` becomes ``InterpreterBuilder.create_masked_load/store`` on numpy
-arrays of *addresses* (one per lane) and a mask. We hook those two methods (through
+arrays of *addresses* (one per lane) and a mask; atomics become ``create_atomic_rmw`` /
+``create_atomic_cas`` (recorded as kind ``"atomic"``). We hook those methods (through
 ``course_lib.compat.triton_memory_hook``), turn each address back into (tensor, element index)
 using the tensors' ``data_ptr()`` and size, and record the program id and kernel line.
 
@@ -23,7 +24,7 @@ from course_lib import compat
 
 @dataclasses.dataclass
 class Access:
-    kind: str  # "load" | "store"
+    kind: str  # "load" | "store" | "atomic" (tl.atomic_add, tl.atomic_cas, ...)
     program: tuple  # (pid0, pid1, pid2)
     line: int  # line in the kernel's file
     tensor: str  # name of the tensor ("?" when out of bounds)
