@@ -281,7 +281,9 @@ class OutputGraph:
             self.graph.call_function(torch.set_grad_enabled, (outer,))
         self.graph.output(tuple(v.node for v in outputs))
         self.drop_redundant_grad_mode()
-        self.graph.eliminate_dead_code()
+        # No dead-code elimination here: Dynamo hands the backend every op the code ran, used or
+        # not (only trivial symbolic-int nodes go, in remove_unused_graphargs); AOT Autograd and
+        # Inductor drop dead ops later. So `y = x.sum()` with y unused stays a node, as in torch.
         if any(n.op.startswith("call_") for n in self.graph.nodes):
             key = str(self.graph)
             self.mark_dynamic_placeholders()

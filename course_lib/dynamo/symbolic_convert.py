@@ -70,6 +70,7 @@ from course_lib.dynamo.bytecode import Instr, instructions
 from course_lib.dynamo.exc import Unsupported
 from course_lib.dynamo.output_graph import BreakRecord, OutputGraph
 from course_lib.dynamo.source import Source
+from course_lib.dynamo.variables.user_defined import DataclassVar
 from course_lib.dynamo.variables import (
     BuiltinVar,
     CellVar,
@@ -447,6 +448,9 @@ class InstructionTranslator:
 
     def STORE_ATTR(self, inst):
         obj, value = self.pop(), self.pop()
+        if isinstance(obj, DataclassVar):
+            obj.set_field(self, inst.argval, value)
+            return
         if not self.eager:
             raise Unsupported(f"STORE_ATTR {inst.argval}: attribute mutation is not modelled")
         setattr(obj.as_python(), inst.argval, value.as_python())

@@ -14,6 +14,7 @@ plain functions) ops per graph.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import typing
@@ -297,6 +298,97 @@ def int_of_tensor_shape_math(x):
     steps = int(x.shape[0] * 1.5)
     return x.repeat(steps, 1)
 
+
+
+@case(x34)
+def try_finally_cleanup(x):
+    out = x + 1
+    try:
+        out = out * 2
+    finally:
+        out = out - 3
+    return out
+
+
+@case(x34)
+def except_as_message(x):
+    try:
+        n = int("seven")
+    except ValueError as err:
+        n = len(str(err)) % 5
+    return x * n
+
+
+def _check_2d(v):
+    if v.dim() != 2:
+        raise ValueError(f"needs 2-D, got {v.dim()}-D")
+    return v
+
+
+@case(x34)
+def raise_caught_by_caller(x):
+    try:
+        return _check_2d(x.view(-1)) * 2
+    except ValueError:
+        return x + 1
+
+
+@case(x34)
+def print_inside_try(x):  # a break inside a try block: Dynamo gives up on the frame
+    y = x * 2
+    try:
+        print("in try")
+        y = y + 1
+    except RuntimeError:
+        y = y - 1
+    return y.sin()
+
+
+@case(x34)
+def enable_grad_inside_no_grad(x):
+    with torch.no_grad():
+        a = x * 2
+        with torch.enable_grad():
+            b = x * 3
+    return a + b
+
+
+@case(x34)
+def print_inside_no_grad(x):  # a break inside the block: the graphs leave and re-enter it
+    with torch.no_grad():
+        y = x * 2
+        print("inside")
+        y = y + 1
+    return y.cos()
+
+
+@case(x34)
+def keyerror_through_no_grad(x):
+    try:
+        with torch.no_grad():
+            y = {"a": x}["b"]
+    except KeyError:
+        y = x * 5
+    return y + int(torch.is_grad_enabled())
+
+
+@contextlib.contextmanager
+def _tagged():
+    yield "tag"
+
+
+@case(x34)
+def generator_context_manager(x):  # not modelled here: graph breaks (Dynamo inlines it)
+    with _tagged() as name:
+        y = x * 2
+    return y + len(name)
+
+
+@case(x34)
+def dataclass_field_update(x):
+    s = Stats(mean=x.mean(0), std=x.std(0))
+    s.std = s.std + 1
+    return s.mean / s.std, s
 
 # ============================================================ nn.Modules
 class Config:

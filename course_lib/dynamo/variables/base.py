@@ -124,6 +124,10 @@ class PyObjVar(Var):
 
         if has_rule(self.value):  # a class with a rule (OrderedDict, defaultdict, torch.Size)
             return call_builtin(tx, self.value, args, kwargs)
+        from course_lib.dynamo.variables.user_defined import DataclassVar, plain_dataclass
+
+        if plain_dataclass(self.value):  # Stats(mean=..., std=...): tracked field by field
+            return DataclassVar.build(self.value, args, kwargs)
         return super().call_function(tx, args, kwargs)
 
 

@@ -232,11 +232,19 @@ def _filter(tx, args, kwargs):
 
 def _sorted(tx, args, kwargs):
     items = args[0].unpack(tx)
-    if any_tensor(items):
-        raise Unsupported("sorted() of tensors compares their data")
-    if kwargs.get("key") is not None and not isinstance(kwargs["key"], BuiltinVar):
-        raise Unsupported("sorted() with a key function that is not a builtin")
-    return python_call(lambda *vals, **kw: sorted(vals, **kw), items, kwargs)
+    key = kwargs.get("key")
+    if key is None or isinstance(key, ConstVar) and key.value is None:
+        if any_tensor(items):
+            raise Unsupported("sorted() of tensors compares their data")
+        return python_call(lambda *vals, **kw: sorted(vals, **kw), items, kwargs)
+    # a key function (a lambda, a user function): call it on each item as traced code, then sort
+    # the items by the constant keys (stable, as sorted() is); the items themselves may be tensors
+    keys = [tx.call_function(key, [item], {}) for item in items]
+    if any_tensor(keys):
+        raise Unsupported("sorted() with a key that returns tensors compares their data")
+    reverse = kwargs["reverse"].as_python() if "reverse" in kwargs else False
+    order = sorted(range(len(items)), key=lambda i: keys[i].as_python(), reverse=reverse)
+    return ListVar([items[i] for i in order], "list")
 
 
 def _reduce(tx, args, kwargs):
