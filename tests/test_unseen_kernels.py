@@ -6,6 +6,7 @@ its "unsupported instruction X at PTX line N" message, and the PTX parser's erro
 """
 
 import random
+import re
 
 import pytest
 import torch
@@ -203,3 +204,13 @@ def _line_of_fn(kernel, needle: str) -> int:
 
     lines, start = inspect.getsourcelines(kernel.fn)
     return start + next(i for i, ln in enumerate(lines) if needle in ln)
+
+
+def test_loads_in_inline_asm_map_to_their_tl_load_line():
+    # Triton writes loads as inline asm "mov.u32 $0, 0x0; ld.global ..."; LLVM gives the asm's 2nd line
+    # the call's line + 1, and ptxas copies that into the SASS line table
+    s = _stages("ln_bwd_dwdb")
+    src = s.source.splitlines()
+    for stage, memory_op in (("ptx", r"^\s*(@%p\d+\s+)?ld\.global"), ("sass", r"\bLDG\.")):
+        lines = [src[p - s.first_line] for t, p in sourcemap.line_map(s, stage) if p and re.search(memory_op, t)]
+        assert lines and all("tl.load" in ln for ln in lines), (stage, lines)

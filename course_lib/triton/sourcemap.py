@@ -122,8 +122,19 @@ def _dot_loc_map(raw: str, skip, pick: _Picker) -> list[tuple[str, int | None]]:
     files = {m.group(1): m.group(2) for m in (_DOT_FILE.match(ln) for ln in raw.splitlines()) if m}
     outer: dict = {}
     out, current = [], None
+    asm_locs = None  # inside "// begin inline asm": how many .loc lines seen so far
     for line in raw.splitlines():
+        if "begin inline asm" in line:
+            asm_locs = 0
+        elif "end inline asm" in line:
+            asm_locs = None
         m = _DOT_LOC.match(line)
+        if m and asm_locs is not None:
+            # LLVM numbers the lines of an inline-asm string from the call's line: the 2nd line of
+            # Triton's "mov.u32 $0, 0x0; ld.global ..." gets line + 1. Only the first .loc is real.
+            asm_locs += 1
+            if asm_locs > 1:
+                continue
         if m:
             here = m.group(1, 2, 3)
             links = [here]
@@ -143,16 +154,55 @@ _SASS_LOC = re.compile(r"//## File (.*)$")
 _SASS_LINK = re.compile(r'"([^"]*)", line (\d+)')
 
 
-def _sass_map(raw: str, pick: _Picker) -> list[tuple[str, int | None]]:
+_PTX_MEM = re.compile(r"^\s*(?:@!?%p\w*\s+)?(?:ld|st|atom|red|cp\.async)\.")
+_SASS_MEM = re.compile(r"\*/\s+(?:@!?U?P\w+\s+)?(?:LDG|STG|LDS|STS|LDGSTS|ATOMG|ATOMS|ATOM|RED|REDG)\b")
+
+
+def _asm_shifted_lines(ptx: str, pick: _Picker) -> dict[int, int]:
+    """For SASS memory instructions: kernel line ptxas reports -> the line of the Python call.
+
+    ptxas builds SASS line info from the PTX ``.loc`` lines, including the shifted ones inside
+    inline asm (see :func:`_dot_loc_map`): Triton's ``mov.u32 $0, 0x0; ld.global ...`` puts the
+    load on the call's line + 1. A SASS load/store/atomic on such a shifted line L+1 belongs to
+    line L when no PTX memory instruction really sits on L+1 and only one call shifts onto it
+    (SASS has no columns to tell two apart, so ambiguous lines stay as ptxas wrote them).
+    """
+    files = {m.group(1): m.group(2) for m in (_DOT_FILE.match(ln) for ln in ptx.splitlines()) if m}
+    shifted: dict[int, set] = {}
+    real_mem: set = set()
+    first = loc = None  # first .loc of the current inline-asm block (0: none yet); the .loc in force
+    for line in ptx.splitlines():
+        if "begin inline asm" in line:
+            first = 0
+        elif "end inline asm" in line:
+            first = None
+        m = _DOT_LOC.match(line)
+        if m:
+            mine = pick.file is None or _base(files.get(m.group(1), "")) == pick.file
+            ln = int(m.group(2)) if mine else None
+            if first == 0:
+                first = ln or -1
+            elif first and ln and ln != first:
+                shifted.setdefault(ln, set()).add(first)
+                ln = ("shifted", ln)
+            loc = ln
+            continue
+        if _PTX_MEM.match(line) and isinstance(loc, int):
+            real_mem.add(loc)
+    return {ln: next(iter(f)) for ln, f in shifted.items() if len(f) == 1 and ln not in real_mem and -1 not in f}
+
+
+def _sass_map(raw: str, pick: _Picker, ptx: str = "") -> list[tuple[str, int | None]]:
     """``nvdisasm -g`` writes ``//## File "f.py", line N``; ``-gi`` adds ``inlined at "g.py", line M``."""
     out, current = [], None
+    fix = _asm_shifted_lines(ptx, pick) if ptx else {}
     for line in raw.splitlines():
         m = _SASS_LOC.search(line)
         if m:
             current = pick([(f, int(ln)) for f, ln in _SASS_LINK.findall(m.group(1))])
             continue
         if line.strip():
-            out.append((line, current))
+            out.append((line, fix.get(current, current) if _SASS_MEM.search(line) else current))
     return out
 
 
@@ -173,7 +223,7 @@ def line_map(stages: Stages, stage: str) -> list[tuple[str, int | None]]:
         skip = lambda s: not s.strip() or s.strip().startswith("$L__tmp")  # noqa: E731
         return _dot_loc_map(raw, skip, pick)
     if stage == "sass":
-        return _sass_map(raw, pick)
+        return _sass_map(raw, pick, stages.raw.get("ptx", ""))
     if stage == "amdgcn":
         skip = lambda s: not s.strip() or s.strip().startswith(".Ltmp")  # noqa: E731
         return _dot_loc_map(raw, skip, pick)
