@@ -49,7 +49,8 @@ into an iterator (:meth:`InstructionTranslator.inline_generator`), unless it has
 ``try``/``except`` and ``with``: an exception the user's code raises while we trace (a missing
 dict key) goes to the handler the code object's exception table names
 (:meth:`InstructionTranslator.jump_to_handler`), as CPython would. ``with torch.no_grad()`` /
-``torch.enable_grad()`` are captured as ``set_grad_enabled`` nodes (variables/ctx_manager.py);
+``torch.enable_grad()`` are captured as ``set_grad_enabled`` nodes and ``nullcontext()`` as nothing
+(variables/ctx_manager.py);
 any other context manager is a graph break at ``BEFORE_WITH``. A break inside a ``try`` block
 gives up on the rest of the frame, as a break inside a loop does.
 """
@@ -70,6 +71,7 @@ from course_lib.dynamo.bytecode import Instr, instructions
 from course_lib.dynamo.exc import Unsupported
 from course_lib.dynamo.output_graph import BreakRecord, OutputGraph
 from course_lib.dynamo.source import Source
+from course_lib.dynamo.variables.ctx_manager import MODELLED_CONTEXTS, ExitVar
 from course_lib.dynamo.variables.user_defined import DataclassVar
 from course_lib.dynamo.variables import (
     BuiltinVar,
@@ -78,8 +80,6 @@ from course_lib.dynamo.variables import (
     DictVar,
     DictViewVar,
     FunctionVar,
-    GradModeExitVar,
-    GradModeVar,
     IteratorVar,
     ListVar,
     MethodVar,
@@ -785,12 +785,12 @@ class InstructionTranslator:
     def BEFORE_WITH(self, inst):
         """``with ctx:`` pushes ``ctx.__exit__`` and then what ``ctx.__enter__()`` returned."""
         ctx = self.pop()
-        if isinstance(ctx, GradModeVar):
-            self.push(ctx.enter(self))
-            self.push(ConstVar(None))
+        if isinstance(ctx, MODELLED_CONTEXTS):
+            self.stack.extend(ctx.enter(self))
             return
         if not self.eager:
-            raise Unsupported(f"with {ctx.describe()}: only torch.no_grad() / torch.enable_grad() blocks are modelled")
+            raise Unsupported(f"with {ctx.describe()}: only torch.no_grad(), torch.enable_grad() and nullcontext() "
+                              "blocks are modelled")  # fmt: skip
         obj = ctx.as_python()
         self.push(PyObjVar(type(obj).__exit__.__get__(obj)))
         self.push(self.wrap(type(obj).__enter__(obj)))
@@ -800,7 +800,7 @@ class InstructionTranslator:
         (true) answer tells the following POP_JUMP whether to swallow the exception."""
         exc, exit_fn = self.stack[-1].as_python(), self.stack[-4]
         info = [PyObjVar(type(exc)), PyObjVar(exc), PyObjVar(exc.__traceback__)]
-        self.push(self.call_function(exit_fn, info, {}) if isinstance(exit_fn, GradModeExitVar)
+        self.push(self.call_function(exit_fn, info, {}) if isinstance(exit_fn, ExitVar)
                   else self.wrap(exit_fn.as_python()(*[v.as_python() for v in info])))  # fmt: skip
 
     def handler_waits(self) -> bool:

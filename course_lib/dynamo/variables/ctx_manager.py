@@ -1,4 +1,4 @@
-"""``with torch.no_grad():`` and ``with torch.enable_grad():`` (teaches
+"""``with torch.no_grad():``, ``with torch.enable_grad():`` and ``contextlib.nullcontext()`` (teaches
 torch/_dynamo/variables/ctx_manager.py: GradModeVariable).
 
 Position: ``torch.no_grad`` read from a global --> :class:`GradModeClassVar`; calling it -->
@@ -18,6 +18,7 @@ Other context managers are not modelled: ``BEFORE_WITH`` on them is a graph brea
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
 
@@ -79,15 +80,19 @@ class GradModeVar(Var):
     def describe(self) -> str:
         return "torch.enable_grad()" if self.enabled else "torch.no_grad()"
 
-    def enter(self, tx) -> GradModeExitVar:
-        """``__enter__``: remember the mode to restore, switch to ours."""
+    def enter(self, tx) -> tuple[Var, Var]:
+        """``__enter__``: remember the mode to restore, switch to ours. (exit, what ``as`` binds)."""
         prior = torch.is_grad_enabled()
         set_grad_mode(tx, self.enabled)
-        return GradModeExitVar(prior)
+        return GradModeExitVar(prior), ConstVar(None)
+
+
+class ExitVar(Var):
+    """A modelled ``__exit__`` (what BEFORE_WITH leaves on the stack for the end of the block)."""
 
 
 @dataclasses.dataclass(eq=False)
-class GradModeExitVar(Var):
+class GradModeExitVar(ExitVar):
     """The bound ``__exit__`` that BEFORE_WITH leaves on the stack: calling it restores ``prior``."""
 
     prior: bool
@@ -103,4 +108,43 @@ class GradModeExitVar(Var):
         return ConstVar(None)  # None: an exception inside the block is not swallowed
 
 
-__all__ = ["GRAD_MODE_CLASSES", "GRAD_STATE", "GradModeClassVar", "GradModeExitVar", "GradModeVar", "set_grad_mode"]
+@dataclasses.dataclass(eq=False)
+class NullContextVar(Var):
+    """``contextlib.nullcontext(value)``: entering it gives ``value`` back, nothing else happens."""
+
+    value: Var
+
+    def as_python(self):
+        return contextlib.nullcontext(self.value.as_python())
+
+    def enter(self, tx) -> tuple[Var, Var]:
+        return NullExitVar(), self.value
+
+
+@dataclasses.dataclass(eq=False)
+class NullExitVar(ExitVar):
+    def as_python(self):
+        return lambda *exc_info: None
+
+    def call_function(self, tx, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        return ConstVar(None)
+
+
+@dataclasses.dataclass(eq=False)
+class NullContextClassVar(Var):
+    """``contextlib.nullcontext`` itself."""
+
+    value: Any
+
+    def as_python(self):
+        return self.value
+
+    def call_function(self, tx, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        if len(args) + len(kwargs) > 1:
+            raise Unsupported("nullcontext() takes at most one argument")
+        return NullContextVar(args[0] if args else kwargs.get("enter_result", ConstVar(None)))
+
+
+MODELLED_CONTEXTS = (GradModeVar, NullContextVar)
+
+__all__ = ["ExitVar", "MODELLED_CONTEXTS", "NullContextClassVar", "NullContextVar", "GRAD_MODE_CLASSES", "GRAD_STATE", "GradModeClassVar", "GradModeExitVar", "GradModeVar", "set_grad_mode"]
