@@ -72,7 +72,7 @@ from course_lib.dynamo.exc import Unsupported
 from course_lib.dynamo.output_graph import BreakRecord, OutputGraph
 from course_lib.dynamo.source import Source
 from course_lib.dynamo.variables.ctx_manager import MODELLED_CONTEXTS, ExitVar
-from course_lib.dynamo.variables.user_defined import DataclassVar
+from course_lib.dynamo.variables.user_defined import DataclassVar, SuperVar, zero_arg_super
 from course_lib.dynamo.variables import (
     BuiltinVar,
     CellVar,
@@ -440,6 +440,12 @@ class InstructionTranslator:
         if inst.arg is not None and inst.arg & 1 and _PY312:  # 3.12 method form: NULL, then the method
             self.push(NullVar())
         self.push(self.load_attr(obj, inst.argval))
+
+    def LOAD_SUPER_ATTR(self, inst):  # 3.12: super().name, with super, __class__ and self on the stack
+        obj, cls, _super = self.pop(), self.pop(), self.pop()
+        if inst.arg & 1:  # method form, as LOAD_ATTR's
+            self.push(NullVar())
+        self.push(self.load_attr(SuperVar(cls.as_python(), obj), inst.argval))
 
     def LOAD_METHOD(self, inst):  # 3.11
         obj = self.pop()
@@ -921,6 +927,8 @@ class InstructionTranslator:
 
     def call_function(self, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         """Dispatch a call on the kind of callable (Dynamo: ``VariableTracker.call_function``)."""
+        if isinstance(fn, BuiltinVar) and fn.value is super and not args and not kwargs:
+            return zero_arg_super(self)  # needs this frame's __class__ cell, even after a break
         if self.eager:
             return self.call_eagerly(fn, args, kwargs)
         return fn.call_function(self, args, kwargs)

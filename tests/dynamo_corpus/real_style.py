@@ -514,6 +514,23 @@ class NoGradModule(nn.Module):
         return F.mse_loss(self.fc(x), target)
 
 
+class GatedBlock(Block):
+    """A subclass that calls its parent's forward through super() (LOAD_SUPER_ATTR on 3.12)."""
+
+    def __init__(self, cfg=Config):
+        super().__init__(cfg)
+        self.gate = nn.Linear(cfg.hidden, cfg.hidden)
+
+    def forward(self, x):
+        return super().forward(x) * torch.sigmoid(self.gate(x))
+
+
+class LoggedBlock(GatedBlock):
+    def forward(self, x):
+        print("block input", tuple(x.shape))  # a break before super(): the call runs after it
+        return super().forward(x)
+
+
 module_case("module_stack_modulelist", Stack, x248)
 module_case("module_self_attention", SelfAttention, x248)
 module_case("module_sequential_iteration", Residuals, x248)
@@ -522,3 +539,5 @@ module_case("module_buffer_and_flag", BufferAndFlag, x248)
 module_case("module_data_dependent_branch", DataDependentModule, x248)
 module_case("module_print_fstring", PrintShapes, x248)
 module_case("module_no_grad_block", NoGradModule, x248)
+module_case("module_super_forward", GatedBlock, x248)
+module_case("module_print_then_super", LoggedBlock, x248)

@@ -73,4 +73,65 @@ class DataclassVar(Var):
         self.items[name] = value
 
 
-__all__ = ["DataclassVar", "plain_dataclass"]
+@dataclasses.dataclass(eq=False)
+class SuperVar(Var):
+    """``super()`` inside a method (torch/_dynamo/variables/misc.py: SuperVariable). The zero-argument
+    form reads the frame's ``__class__`` cell and first argument, which the translator passes in."""
+
+    cls: type
+    obj: Var
+
+    def as_python(self):
+        return super(self.cls, self.obj.as_python())
+
+    def describe(self) -> str:
+        return f"super({self.cls.__name__})"
+
+    def var_getattr(self, tx, name: str) -> Var:
+        """The attribute found after ``cls`` in the MRO; a user method comes back bound to ``obj``."""
+        from course_lib.dynamo.variables.builder import is_user_function, wrap
+
+        mro = type(self.obj.as_python()).__mro__
+        for klass in mro[mro.index(self.cls) + 1 :]:
+            if name in vars(klass):
+                raw = vars(klass)[name]
+                if is_user_function(raw):
+                    return BoundUserMethodVar(raw, self.obj)
+                if isinstance(raw, (int, float, str, bool, type(None))):
+                    return wrap(raw)
+                raise Unsupported(f"super().{name} is {type(raw).__name__} from {klass.__name__}, not user code")
+        raise Unsupported(f"super().{name}: not found after {self.cls.__name__} in the MRO")
+
+
+@dataclasses.dataclass(eq=False)
+class BoundUserMethodVar(Var):
+    """A user function bound to a tracked ``self`` (what ``super().forward`` gives): calls are inlined."""
+
+    fn: Any
+    obj: Var
+
+    def as_python(self):
+        return self.fn.__get__(self.obj.as_python())
+
+    def call_function(self, tx, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        from course_lib.dynamo.variables.functions import FunctionVar
+
+        if tx.eager:
+            return tx.call_eagerly(FunctionVar(self.fn), [self.obj, *args], kwargs)
+        return tx.inline_call(FunctionVar(self.fn), [self.obj, *args], kwargs)
+
+
+def zero_arg_super(tx) -> SuperVar:
+    """``super()`` with no arguments: CPython finds ``__class__`` (a cell the compiler makes for
+    methods that use super) and the frame's first argument; so do we."""
+    cell = tx.cells.get("__class__")
+    first = tx.code.co_varnames[0] if tx.code.co_argcount else None
+    if cell is None or cell.contents is None or first is None:
+        raise Unsupported("super() outside a method")
+    self_var = tx.locals.get(first)
+    if self_var is None and first in tx.cells:  # self captured by a closure: it lives in a cell
+        self_var = tx.cells[first].contents
+    return SuperVar(cell.contents.as_python(), self_var)
+
+
+__all__ = ["BoundUserMethodVar", "DataclassVar", "SuperVar", "plain_dataclass", "zero_arg_super"]
