@@ -325,3 +325,45 @@ def test_cpp_one_loop_both_parallel_and_simd():
     torch.testing.assert_close(out[0], x * 2.0 + 1.0)
     torch.testing.assert_close(out[1], x.sum(), rtol=1e-4, atol=1e-3)
     torch.testing.assert_close(out[2], x.amax())
+
+
+def test_convolutions_run_channels_last_on_cpu():
+    """Inductor's layout optimisation (GraphLowering.decide_layout_opt): on CPU with oneDNN a
+    graph's convolutions get channels-last arguments (copy kernels) and give channels-last
+    results; values, and the gradients of a small conv net, still match eager."""
+    from course_lib.inductor import lowering
+
+    x, w1, w2 = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3), torch.randn(4, 4, 3, 3)
+
+    def f(a, b, c):
+        return (F.conv2d(torch.relu(F.conv2d(a, b, padding=1)) * 0.5, c, padding=1),)
+
+    c = ind.compile_graph(_trace(f, x, w1, w2), [x, w1, w2])
+    assert c.graph.buffers and lowering.decide_layout_opt(_trace(f, x, w1, w2), [x, w1, w2])
+    nhwc = lowering.channels_last_strides((2, 3, 8, 8))
+    assert nhwc == (192, 1, 24, 3) and f"{nhwc}, torch.float32)" in c.wrapper_code
+    convs = [b for b in c.graph.buffers if b.kind == "extern" and "convolution" in b.extern["target"]]
+    assert len(convs) == 2 and all(b.stride == lowering.channels_last_strides(b.shape) for b in convs)
+    torch.testing.assert_close(c(x, w1, w2)[0], f(x, w1, w2)[0], rtol=1e-4, atol=1e-4)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(), torch.nn.Conv2d(4, 2, 1)
+    )
+    twin = __import__("copy").deepcopy(net)
+    compat.dynamo_reset()
+    record: list = []
+    compiled = torch.compile(twin, backend=lambda gm, ex: ind.compile_fx(gm, ex, record=record))
+    compiled(x).square().mean().backward()
+    net(x).square().mean().backward()
+    assert [k for k, _ in record] == ["compiled", "compiled"]  # forward and backward, no fallback
+    for (n, p), q in zip(net.named_parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=n)
+
+
+def test_memory_plan_never_reuses_across_layouts():
+    """A channels-last buffer must not take over an NCHW tensor (the wrapper hands the tensor on)."""
+    from course_lib.inductor.ir import Buffer
+
+    a = Buffer("a", "pointwise", (2, 3, 4, 4), "float32")
+    b = Buffer("b", "pointwise", (2, 3, 4, 4), "float32", stride=(48, 1, 12, 3))
+    assert scheduler._same_layout(a, Buffer("c", "pointwise", (2, 3, 4, 4), "float32"))
+    assert not scheduler._same_layout(a, b)

@@ -453,9 +453,7 @@ def plan_memory(sched: Schedule) -> None:
                 sched.plan[w] = ("inplace", inplace)
                 dying.remove(inplace)
                 continue
-            match = next(
-                (p for p in pool if graph.buffer(p).shape == wb.shape and graph.buffer(p).dtype == wb.dtype), None
-            )
+            match = next((p for p in pool if _same_layout(graph.buffer(p), wb)), None)
             if match:
                 pool.remove(match)
                 sched.plan[w] = ("reuse", match)
@@ -465,6 +463,12 @@ def plan_memory(sched: Schedule) -> None:
         sched.frees[step] = freed
         taken = {v[1] for v in sched.plan.values() if v[0] == "inplace"}
         pool.extend(f for f in freed if f not in taken)
+
+
+def _same_layout(a: Buffer, b: Buffer) -> bool:
+    """May ``b`` take over ``a``'s tensor? Same shape, dtype and strides: the wrapper hands the
+    tensor object itself on, so an NCHW tensor must not carry a channels-last buffer's data."""
+    return a.shape == b.shape and a.dtype == b.dtype and tuple(a.stride) == tuple(b.stride)
 
 
 def _inplace_candidate(graph, k: Kernel, w: str, dying: list[str]) -> str | None:
@@ -478,7 +482,7 @@ def _inplace_candidate(graph, k: Kernel, w: str, dying: list[str]) -> str | None
     index = idx[w][0]
     for cand in dying:
         cb = graph.buffer(cand)
-        if cb.shape != wb.shape or cb.dtype != wb.dtype:
+        if not _same_layout(cb, wb):
             continue
         stores = plan.phases[0].stores
         every = [ld for _, _, e, _ in stores for ld in loads(e) if ld.buf == cand]

@@ -9,9 +9,13 @@ and loop bounds and indices are printed in terms of it, so one ``.so`` serves ev
 
 Position: :class:`KernelPlan` -> C++ source (one ``extern "C"`` function per kernel) -> ``.so``.
 
-Outer loops carry ``#pragma omp parallel for``; the innermost loop carries ``#pragma omp simd``
-(with a ``reduction`` clause for accumulators), which lets gcc -O3 vectorise it without
--ffast-math. Inductor instead emits explicit ``at::vec::Vectorized<float>`` code and tails.
+Before printing, neighbouring loops that walk memory as one are merged
+(:func:`~course_lib.inductor.codegen.common.simplify_loops`, Inductor's ``_simplify_loops``),
+so a ``[N, C, H, W]`` kernel has one inner loop of ``H*W``. The outer loop carries
+``#pragma omp parallel for`` when the kernel has enough work (:data:`PARALLEL_THRESHOLD`,
+Inductor's ``decide_parallel_depth``); the innermost loop carries ``#pragma omp simd`` (with a
+``reduction`` clause for accumulators), which lets gcc -O3 vectorise it without -ffast-math.
+Inductor instead emits explicit ``at::vec::Vectorized<float>`` code and tails.
 Every intermediate value is a scalar ``tmpN`` (common subexpressions computed once per loop
 level); values that do not depend on the inner loop are hoisted above it.
 """
