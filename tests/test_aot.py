@@ -457,3 +457,41 @@ def test_lift_constants_moves_a_cpu_constant_to_the_graphs_device():
     gm, consts = aot.lift_constants(compat.make_fx(f, torch.ones(2, 3)))
     assert consts[0] is table or torch.equal(consts[0], table)
     torch.testing.assert_close(gm(torch.ones(2, 3), *consts), f(torch.ones(2, 3)))
+
+
+# ------------------------------------------------------------------ ops met on more real models (issue 18)
+
+
+def _grads_match_autograd(fn, *args):
+    """``fn`` through course_lib.aot (Python compilers) and through eager autograd: same outputs and gradients."""
+    leaves = [a.detach().requires_grad_(a.is_floating_point()) for a in args]
+    out = fn(*leaves)
+    g = torch.randn_like(out)
+    want = torch.autograd.grad(out, [a for a in leaves if a.requires_grad], g)
+    copies = [a.detach().requires_grad_(a.is_floating_point()) for a in args]
+    got_out = aot.aot_function(fn)(*copies)
+    got = torch.autograd.grad(got_out, [a for a in copies if a.requires_grad], g)
+    torch.testing.assert_close(got_out, out)
+    for w, h in zip(want, got, strict=True):
+        torch.testing.assert_close(h, w)
+
+
+def test_advanced_index_trains_like_eager():
+    """Swin's ``table[relative_position_index]`` picks rows many times (their gradients add up);
+    Falcon's ``qkv[..., [-2], :]`` indexes with a negative position. Both become an embedding."""
+    table, where = torch.randn(7, 3), torch.tensor([[0, 6, 6], [2, 0, 6]])
+    _grads_match_autograd(lambda t: t[where].permute(2, 0, 1), table)
+    _grads_match_autograd(lambda q: q[..., [-2], :] * q[..., :-2, :], torch.randn(2, 3, 6, 4))
+
+
+def test_masked_fill_trains_like_eager():
+    """DeBERTa-v2 fills its attention scores with masked_fill (now a where, with where's rule)."""
+    mask = torch.tensor([[True, False, False], [False, False, True]])
+    _grads_match_autograd(lambda x: (x.masked_fill(mask, -1e4).softmax(-1) * x).sum(-1), torch.randn(2, 3))
+
+
+def test_channels_last_pooling_restride_trains_like_eager():
+    """Swin's pooler: adaptive pooling to 1x1 of a tensor that looks channels-last restrides its
+    result with as_strided_, which functionalization turns into as_strided (now a view + permute)."""
+    _grads_match_autograd(lambda x: F.adaptive_avg_pool1d(x.transpose(1, 2), 1).flatten(1) * 2.0,
+                          torch.randn(2, 5, 4))  # fmt: skip

@@ -17,6 +17,8 @@ Ops that stay whole (convolution, embedding, cat, split, max pooling) have deriv
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -153,3 +155,62 @@ def masked_fill(x: Tensor, mask: Tensor, value) -> Tensor:
     else:
         fill = _scalar(value, x)
     return aten.where.self(mask, fill, x)
+
+
+@register(aten.as_strided.default)
+def as_strided(x: Tensor, size: list[int], stride: list[int], storage_offset: int | None = None) -> Tensor:
+    """A strided window on a contiguous ``x`` that reads every element once: a view, then a permute.
+
+    Real models reach it through layouts: ``adaptive_avg_pool2d`` to 1x1 restrides its result
+    with ``as_strided_`` when the input looks channels-last (Swin's pooler). Sorting the dims
+    of size > 1 by stride gives the order in which they walk ``x``'s memory; when those strides
+    are exactly a contiguous layout of all of ``x``, the window is ``x`` viewed in that order and
+    permuted back. Anything else (overlapping or skipping windows) stays an op, with no rule.
+    """
+    if (storage_offset or 0) != 0 or not x.is_contiguous() or x.storage_offset() != 0:
+        return NotImplemented
+    order = sorted((d for d in range(len(size)) if size[d] != 1), key=lambda d: -stride[d])
+    expected = 1
+    for d in reversed(order):  # innermost first: each stride is the product of the sizes inside it
+        if stride[d] != expected:
+            return NotImplemented
+        expected *= size[d]
+    if expected != x.numel():
+        return NotImplemented
+    order += [d for d in range(len(size)) if size[d] == 1]
+    walked = aten.view.default(x, [size[d] for d in order])
+    return aten.permute.default(walked, [order.index(d) for d in range(len(size))])
+
+
+@register(aten.index.Tensor)
+def index(x: Tensor, indices: list) -> Tensor:
+    """Advanced indexing ``x[..., idx, ...]`` with integer index tensors on consecutive dims, as an
+    embedding lookup (whose gradient, a scatter-add into the picked rows, has a rule).
+
+    Real models: Swin's ``table[relative_position_index]``, Falcon's ``qkv[..., [-2], :]``.
+    The indexed dims are merged into one axis of n rows (the index tensors, broadcast, become one
+    flat row number, negative ones wrapped), that axis is moved first and the rest flattened: an
+    (n, rest) weight for ``embedding``; its result is put back in ``x``'s dim order. Boolean masks
+    and index tensors on dims that are not next to each other stay an op.
+    """
+    used = [d for d, i in enumerate(indices) if i is not None]
+    if not used or used != list(range(used[0], used[-1] + 1)):
+        return NotImplemented
+    if any(indices[d].dtype not in (torch.int64, torch.int32) for d in used):
+        return NotImplemented
+    first, k = used[0], len(used)
+    sizes = [x.shape[d] for d in used]
+    flat = None
+    for d, size in zip(used, sizes):  # row number = ((i0 * s1) + i1) * s2 + i2 ...
+        i = aten._to_copy.default(indices[d], dtype=torch.int64)
+        i = aten.where.self(aten.lt.Scalar(i, 0), aten.add.Tensor(i, size), i)
+        flat = i if flat is None else aten.add.Tensor(aten.mul.Tensor(flat, size), i)
+    before, after = list(x.shape[:first]), list(x.shape[first + k :])
+    merged = aten.reshape.default(x, [*before, math.prod(sizes), *after])
+    rows_first = aten.permute.default(merged, [first, *range(first), *range(first + 1, merged.dim())])
+    weight = aten.reshape.default(rows_first, [math.prod(sizes), math.prod(before) * math.prod(after)])
+    picked = aten.embedding.default(weight, flat)  # flat.shape + (rest,)
+    picked = aten.view.default(picked, [*flat.shape, *before, *after])
+    n = flat.dim()
+    lead = list(range(n, n + len(before)))
+    return aten.permute.default(picked, [*lead, *range(n), *range(n + len(before), picked.dim())])

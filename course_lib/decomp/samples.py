@@ -93,6 +93,8 @@ SAMPLES.update({  # the entries of course_lib.decomp.models (ops real models rea
     aten.repeat.default: lambda g: ((_r(g, 2, 3), [2, 1, 3]), {}),
     aten._safe_softmax.default: lambda g: ((_r(g, 4, 6).masked_fill(torch.arange(6) < 6 * (torch.arange(4) == 1)[:, None], float('-inf')), 1), {}),
     aten.masked_fill.Scalar: lambda g: ((_r(g, 4, 6), _r(g, 4, 1) > 0, float("-inf")), {}),
+    aten.as_strided.default: lambda g: ((_r(g, 4, 6, 1), [6, 1, 4], [1, 99, 6]), {}),  # a transpose, written as strides
+    aten.index.Tensor: lambda g: ((_r(g, 2, 5, 4, 3), [None, torch.tensor([[-1], [2]]), torch.tensor([0, 3, 1])]), {}),
     aten.masked_fill.Tensor: lambda g: ((_r(g, 4, 6), _r(g, 1, 6) > 0, torch.tensor(-2.5, dtype=torch.float64)), {}),
 })  # fmt: skip
 
