@@ -71,8 +71,6 @@ from course_lib.dynamo.bytecode import Instr, instructions
 from course_lib.dynamo.exc import Unsupported
 from course_lib.dynamo.output_graph import BreakRecord, OutputGraph
 from course_lib.dynamo.source import Source
-from course_lib.dynamo.variables.ctx_manager import MODELLED_CONTEXTS, ExitVar
-from course_lib.dynamo.variables.user_defined import DataclassVar, SuperVar, zero_arg_super
 from course_lib.dynamo.variables import (
     BuiltinVar,
     CellVar,
@@ -97,6 +95,8 @@ from course_lib.dynamo.variables import (
     is_user_function,
     wrap,
 )  # fmt: skip
+from course_lib.dynamo.variables.ctx_manager import MODELLED_CONTEXTS, ExitVar
+from course_lib.dynamo.variables.user_defined import DataclassVar, SuperVar, zero_arg_super
 
 # ----------------------------------------------------------------------------- opcode tables
 

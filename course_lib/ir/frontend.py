@@ -101,6 +101,15 @@ def _construct(node: ast.AST) -> str:
         ast.Assert: "assert",
         ast.Delete: "del",
         ast.Slice: "slice",
+        ast.NamedExpr: "assignment expression (:=)",
+        ast.GeneratorExp: "generator expression",
+        ast.DictComp: "dict comprehension",
+        ast.SetComp: "set comprehension",
+        ast.Starred: "starred expression (*x)",
+        ast.Match: "match statement",
+        ast.AsyncFunctionDef: "async function",
+        ast.Await: "await",
+        ast.MatMult: "operator @",
     }
     return names.get(type(node), type(node).__name__)
 
@@ -823,9 +832,11 @@ class _Lowering:
 
     def expr_Call(self, e, want_value=True):
         if not isinstance(e.func, ast.Name):
-            raise UnsupportedError(
-                f"call of a {_construct(e.func)}", e.lineno, "only plain function names can be called"
-            )
+            if isinstance(e.func, ast.Attribute):
+                what = f"method call {ast.unparse(e.func)}()"
+            else:  # (lambda v: v)(x), f(x)(y)
+                what = f"call of a {_construct(e.func)}"
+            raise UnsupportedError(what, e.lineno, "only plain function names can be called")
         if e.keywords:
             raise UnsupportedError("keyword arguments", e.lineno)
         name = e.func.id

@@ -184,7 +184,7 @@ def dtype_checks(x):
 def python_numbers_mixed(x):
     k = 3
     scale = 1.0 / (k + 1)
-    return (x + k) * scale - 2 ** -1 + math.pi
+    return (x + k) * scale - 2**-1 + math.pi
 
 
 @case(x34)
@@ -299,7 +299,6 @@ def int_of_tensor_shape_math(x):
     return x.repeat(steps, 1)
 
 
-
 @case(x34)
 def try_finally_cleanup(x):
     out = x + 1
@@ -390,6 +389,7 @@ def dataclass_field_update(x):
     s.std = s.std + 1
     return s.mean / s.std, s
 
+
 # ============================================================ nn.Modules
 class Config:
     hidden = 8
@@ -421,7 +421,7 @@ class Stack(nn.Module):
         self.head = nn.Linear(cfg.hidden, 3)
 
     def forward(self, x, return_hidden=False):
-        for i, block in enumerate(self.blocks):
+        for _, block in enumerate(self.blocks):
             x = block(x)
         logits = self.head(x)
         return (logits, x) if return_hidden else logits

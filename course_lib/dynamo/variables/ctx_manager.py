@@ -147,4 +147,15 @@ class NullContextClassVar(Var):
 
 MODELLED_CONTEXTS = (GradModeVar, NullContextVar)
 
-__all__ = ["ExitVar", "MODELLED_CONTEXTS", "NullContextClassVar", "NullContextVar", "GRAD_MODE_CLASSES", "GRAD_STATE", "GradModeClassVar", "GradModeExitVar", "GradModeVar", "set_grad_mode"]
+__all__ = [
+    "ExitVar",
+    "MODELLED_CONTEXTS",
+    "NullContextClassVar",
+    "NullContextVar",
+    "GRAD_MODE_CLASSES",
+    "GRAD_STATE",
+    "GradModeClassVar",
+    "GradModeExitVar",
+    "GradModeVar",
+    "set_grad_mode",
+]
