@@ -214,3 +214,21 @@ def test_loads_in_inline_asm_map_to_their_tl_load_line():
     for stage, memory_op in (("ptx", r"^\s*(@%p\d+\s+)?ld\.global"), ("sass", r"\bLDG\.")):
         lines = [src[p - s.first_line] for t, p in sourcemap.line_map(s, stage) if p and re.search(memory_op, t)]
         assert lines and all("tl.load" in ln for ln in lines), (stage, lines)
+
+
+@pytest.mark.parametrize(
+    "signature, constexprs, message",
+    [
+        ({"X": "*fp32", "Y": "*fp32"}, {"BLOCK": 128}, r"missing \['n', 'BLOCK'\]"),
+        ({"X": "*fp33", "Y": "*fp32", "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 128}, "unknown Triton types"),
+        ({"X": "*fp32", "Y": "*fp32", "n": "i32", "BLOCK": "constexpr"}, {}, r"without a value: \['BLOCK'\]"),
+    ],
+)
+def test_compile_stages_says_what_is_wrong_with_a_signature(signature, constexprs, message):
+    with pytest.raises(ValueError, match=message):
+        compile_stages(U.relu_tuned, signature, constexprs)
+
+
+def test_compile_stages_rejects_a_plain_function():
+    with pytest.raises(TypeError, match=r"@triton\.jit"):
+        compile_stages(lambda x: x, {"x": "i32"})

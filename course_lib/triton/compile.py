@@ -143,6 +143,7 @@ def compile_stages(kernel, signature: dict, constexprs: dict | None = None, targ
     argument divisible by 16 (``tt.divisibility``), as ``@triton.jit`` specialises a launch with
     such arguments; that enables vector loads and ``cp.async`` pipelining.
     """
+    _check_arguments(kernel, signature, constexprs)
     options = {"num_warps": num_warps}
     if aligned:
         options["aligned"] = True  # part of the cache key only
@@ -165,6 +166,33 @@ def compile_stages(kernel, signature: dict, constexprs: dict | None = None, targ
     env.artefact("triton", path.name, lambda tmp: tmp.write_text(json.dumps(result.to_json())))
     _MEMORY[key] = result
     return result
+
+
+#: Triton's argument type strings (``"*fp16"``: pointer to fp16); ``tensordesc<...>`` passes as is.
+_ARG_TYPE = re.compile(r"^(\*k?)?(i1|i8|i16|i32|i64|u1|u8|u16|u32|u64|fp8\w*|fp16|bf16|fp32|fp64)$|^constexpr$|^tensordesc")
+
+
+def _check_arguments(kernel, signature: dict, constexprs: dict | None) -> None:
+    """Say what is wrong with a signature before Triton's code generator fails somewhere inside."""
+    if not hasattr(kernel, "fn") and not hasattr(kernel, "arg_names"):
+        raise TypeError(f"compile_stages needs a @triton.jit kernel, got {type(kernel).__name__} "
+                        f"{getattr(kernel, '__name__', '')!s}; decorate it with @triton.jit")  # fmt: skip
+    if not isinstance(signature, dict):
+        raise TypeError(f"signature must map argument names to Triton types, got {type(signature).__name__}")
+    names = list(compat.triton_jit_function(kernel).arg_names)
+    missing = [a for a in names if a not in signature]
+    extra = [a for a in signature if a not in names]
+    if missing or extra:
+        raise ValueError(f"signature of {names}: " + "; ".join(
+            ([f"missing {missing}"] if missing else []) + ([f"not arguments: {extra}"] if extra else [])))  # fmt: skip
+    bad = {a: t for a, t in signature.items() if not isinstance(t, str) or not _ARG_TYPE.match(t)}
+    if bad:
+        raise ValueError(f"unknown Triton types {bad}: use e.g. '*fp32', '*bf16', 'i32', 'fp32' or 'constexpr'")
+    given = {names[k[0]] if isinstance(k, tuple) and k and isinstance(k[0], int) and k[0] < len(names) else k
+             for k in (constexprs or {})}  # fmt: skip  (keys may be names or Triton's (index,) tuples)
+    unset = [a for a, t in signature.items() if t == "constexpr" and a not in given]
+    if unset:
+        raise ValueError(f"constexpr arguments without a value: {unset}; pass constexprs={{{unset[0]!r}: ...}}")
 
 
 def _compile(kernel, signature, constexprs, target, options, passes) -> Stages:
