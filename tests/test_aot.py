@@ -495,3 +495,23 @@ def test_channels_last_pooling_restride_trains_like_eager():
     result with as_strided_, which functionalization turns into as_strided (now a view + permute)."""
     _grads_match_autograd(lambda x: F.adaptive_avg_pool1d(x.transpose(1, 2), 1).flatten(1) * 2.0,
                           torch.randn(2, 5, 4))  # fmt: skip
+
+
+def test_strided_slice_trains_like_eager():
+    """Swin's patch merging takes ``x[:, 0::2, 1::2]``: the slice rule spreads the gradient out with zeros."""
+    _grads_match_autograd(lambda x: torch.cat([x[:, 0::2, 1::2], x[:, 1::3, 0::2]], 1), torch.randn(2, 7, 6))
+
+
+def test_gather_picking_an_element_many_times_trains_like_eager():
+    """DeBERTa-v2's relative-position attention gathers the same entry for many positions:
+    the gradients of every pick add up (a one-hot sum in place of scatter_add)."""
+    index = torch.tensor([[[0, 3, 3, 1], [2, 2, 2, 0], [3, 1, 0, 3]]])
+    _grads_match_autograd(lambda x: torch.gather(x, -1, index.expand(2, 3, 4)) * 2.0, torch.randn(2, 3, 4))
+    _grads_match_autograd(lambda x: torch.gather(x, 1, index.expand(2, 3, 4)[:, :, :3].transpose(1, 2)),
+                          torch.randn(2, 4, 3))  # fmt: skip
+
+
+def test_group_norm_and_weight_norm_train_like_eager():
+    """Wav2Vec2's feature extractor (group norm) and positional convolution (weight norm)."""
+    _grads_match_autograd(lambda x, w, b: F.group_norm(x, 2, w, b), torch.randn(2, 4, 5), torch.randn(4), torch.randn(4))
+    _grads_match_autograd(lambda v, g: torch._weight_norm(v, g, 2) * v, torch.randn(4, 3, 5), torch.randn(1, 1, 5))

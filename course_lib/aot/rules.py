@@ -266,8 +266,8 @@ def slice_(g: Tensor, out: Tensor, a: Tensor, dim: int = 0, start=None, end=None
     none = (None,) * 4
     if first == 0 and n == size:
         return (g, *none)
-    if step != 1:
-        raise NotImplementedError("slice backward: the course handles step 1")
+    if step != 1:  # a[first::step] (Swin's patch merging): spread g out to step 1, then as below
+        g, n = _unstride(g, dim, step, size - first), min(n * step, size - first)
     along = [1] * a.dim()
     along[dim] = size
     iota = torch.ops.prims.iota.default(size, start=-first, step=1, dtype=torch.int64, device=g.device,
@@ -281,17 +281,31 @@ def slice_(g: Tensor, out: Tensor, a: Tensor, dim: int = 0, start=None, end=None
     return (aten.where.self(aten.view.default(inside, along), picked, zero), *none)
 
 
+def _unstride(g: Tensor, dim: int, step: int, room: int) -> Tensor:
+    """``g`` with ``step - 1`` zeros after each entry along ``dim`` (a new axis of size ``step``,
+    zero-padded, merged back), cut to ``room`` entries: the gradient of a step-1 slice."""
+    shape = list(g.shape)
+    spread = aten.view.default(g, shape[: dim + 1] + [1] + shape[dim + 1 :])
+    pad = [0, 0] * (g.dim() - dim - 1) + [0, step - 1]  # constant_pad_nd lists the last dim first
+    merged = shape[:dim] + [shape[dim] * step] + shape[dim + 1 :]
+    out = aten.view.default(aten.constant_pad_nd.default(spread, pad, 0.0), merged)
+    return aten.slice.Tensor(out, dim, 0, room) if merged[dim] > room else out
+
+
 @derivative(aten.gather.default)
 def gather(g: Tensor, out: Tensor, a: Tensor, dim: int, index: Tensor, sparse_grad: bool = False) -> tuple:
     """One element picked per position along ``dim`` (index size 1 there): a one-hot where.
 
-    A general gather can pick an element twice and needs scatter_add, which the course's
-    primitive set does not have; that case raises, and the graph goes to torch's AOT Autograd.
+    A general gather (DeBERTa's relative positions) may pick an element many times; torch adds
+    their gradients with scatter_add, which the primitive set lacks: :func:`_gather_many` sums a
+    one-hot comparison instead.
     """
     dim = dim % a.dim()
     others = [s for i, s in enumerate(a.shape) if i != dim]
-    if index.shape[dim] != 1 or [s for i, s in enumerate(index.shape) if i != dim] != others:
-        raise NotImplementedError("gather backward: the course handles one index per position along dim")
+    if [s for i, s in enumerate(index.shape) if i != dim] != others:
+        raise NotImplementedError("gather backward: the course handles an index shaped like the input off dim")
+    if index.shape[dim] != 1:
+        return _gather_many(g, a, dim, index), None, None, None
     along = [1] * a.dim()
     along[dim] = a.shape[dim]
     iota = torch.ops.prims.iota.default(a.shape[dim], start=0, step=1, dtype=index.dtype, device=g.device,
@@ -299,6 +313,32 @@ def gather(g: Tensor, out: Tensor, a: Tensor, dim: int, index: Tensor, sparse_gr
     hit = aten.eq.Tensor(aten.view.default(iota, along), index)
     zero = aten.scalar_tensor.default(0.0, dtype=g.dtype, device=g.device)
     return aten.where.self(hit, aten.expand.default(g, list(a.shape)), zero), None, None, None
+
+
+#: largest one-hot (index entries x input size along dim) the general gather backward builds
+GATHER_ONE_HOT_LIMIT = 1 << 24
+
+
+def _gather_many(g: Tensor, a: Tensor, dim: int, index: Tensor) -> Tensor:
+    """Gradient of a gather with m picks per row: ``ga[.., i] = sum_j g[.., j] * (index[.., j] == i)``.
+
+    With ``dim`` moved last, index ``(.., m)`` against ``iota(n)`` gives an ``(.., m, n)`` one-hot;
+    g, spread along n and kept where it is hot, summed over m: a scatter-add in primitives, at
+    the cost of m x n work per row (refused beyond :data:`GATHER_ONE_HOT_LIMIT` entries).
+    """
+    n, m = a.shape[dim], index.shape[dim]
+    if index.numel() * n > GATHER_ONE_HOT_LIMIT:
+        raise NotImplementedError(f"gather backward: a one-hot of {index.numel() * n} entries is too large")
+    last = [d for d in range(a.dim()) if d != dim] + [dim]
+    back = [last.index(d) for d in range(a.dim())]
+    idx, gl = aten.permute.default(index, last), aten.permute.default(g, last)
+    lead = list(idx.shape[:-1])
+    iota = torch.ops.prims.iota.default(n, start=0, step=1, dtype=index.dtype, device=g.device, requires_grad=False)
+    hot = aten.eq.Tensor(aten.view.default(idx, [*lead, m, 1]), aten.view.default(iota, [1] * len(lead) + [1, n]))
+    spread = aten.expand.default(aten.view.default(gl, [*lead, m, 1]), [*lead, m, n])
+    zero = aten.scalar_tensor.default(0.0, dtype=g.dtype, device=g.device)
+    summed = aten.sum.dim_IntList(aten.where.self(hot, spread, zero), [len(lead)], False)
+    return aten.permute.default(summed, back)
 
 
 @derivative(aten.convolution.default)

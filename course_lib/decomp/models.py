@@ -214,3 +214,32 @@ def index(x: Tensor, indices: list) -> Tensor:
     n = flat.dim()
     lead = list(range(n, n + len(before)))
     return aten.permute.default(picked, [*lead, *range(n), *range(n + len(before), picked.dim())])
+
+
+@register(aten.native_group_norm.default)
+def native_group_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, n: int, c: int, hw: int, groups: int,
+                      eps: float) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    """Group norm (Wav2Vec2's feature extractor): layer norm over each group of c / groups
+    channels and all positions, then a per-channel scale and shift. Returns (out, mean, rstd),
+    the statistics shaped (n, groups) as torch's kernel returns them."""
+    grouped = aten.view.default(x, [n, groups, (c // groups) * hw])
+    mean = aten.mean.dim(grouped, [2], True)
+    centred = aten.sub.Tensor(grouped, mean)
+    var = aten.div.Tensor(aten.sum.dim_IntList(aten.mul.Tensor(centred, centred), [2], True), (c // groups) * hw)
+    rstd = aten.rsqrt.default(aten.add.Tensor(var, eps))
+    out = aten.view.default(aten.mul.Tensor(centred, rstd), list(x.shape))
+    per_channel = [1, c] + [1] * (x.dim() - 2)
+    if weight is not None:
+        out = aten.mul.Tensor(out, aten.view.default(weight, per_channel))
+    if bias is not None:
+        out = aten.add.Tensor(out, aten.view.default(bias, per_channel))
+    return out, aten.view.default(mean, [n, groups]), aten.view.default(rstd, [n, groups])
+
+
+@register(aten._weight_norm_interface.default)
+def weight_norm_interface(v: Tensor, g: Tensor, dim: int = 0) -> tuple[Tensor, Tensor]:
+    """Weight normalisation (Wav2Vec2's positional convolution): ``w = v * g / ||v||``, the norm
+    taken over every dim but ``dim``. Returns (w, norm), the norm shaped like ``g``."""
+    dims = [d for d in range(v.dim()) if d != dim % v.dim()]
+    norm = aten.sqrt.default(aten.sum.dim_IntList(aten.mul.Tensor(v, v), dims, True))
+    return aten.mul.Tensor(v, aten.div.Tensor(g, norm)), aten.view.default(norm, list(g.shape))

@@ -95,6 +95,8 @@ SAMPLES.update({  # the entries of course_lib.decomp.models (ops real models rea
     aten.masked_fill.Scalar: lambda g: ((_r(g, 4, 6), _r(g, 4, 1) > 0, float("-inf")), {}),
     aten.as_strided.default: lambda g: ((_r(g, 4, 6, 1), [6, 1, 4], [1, 99, 6]), {}),  # a transpose, written as strides
     aten.index.Tensor: lambda g: ((_r(g, 2, 5, 4, 3), [None, torch.tensor([[-1], [2]]), torch.tensor([0, 3, 1])]), {}),
+    aten.native_group_norm.default: lambda g: ((_r(g, 2, 6, 5), _r(g, 6), _r(g, 6), 2, 6, 5, 3, 1e-5), {}),
+    aten._weight_norm_interface.default: lambda g: ((_r(g, 4, 3, 5), _r(g, 1, 1, 5), 2), {}),
     aten.masked_fill.Tensor: lambda g: ((_r(g, 4, 6), _r(g, 1, 6) > 0, torch.tensor(-2.5, dtype=torch.float64)), {}),
 })  # fmt: skip
 
