@@ -164,6 +164,10 @@ def test_malformed_llvm_ir_and_course_ir_say_line_and_column():
         (".entry k() {\n add.s32 %r1, %r2, 1;\n", r"line 1: the body of .entry k opened here never closes"),
         (".entry k() {\n\n bra $L_nowhere;\n}", r"line 3: `bra \$L_nowhere` names label \$L_nowhere"),
         (".entry k() {\n @%p1;\n}", r"line 2, column 1: guard '@%p1'"),
+        (".entry k() {\n.reg .b64 %rd<3>;\n ld.global.b32 %rd1;\n}", r"line 3: .* has 1 operand\(s\); ld takes 2"),
+        (".entry k() {\n.reg .b64 %rd<3>;\n ld.global.b32 %rd1, %rd2;\n}", r"line 3: .* must be an address"),
+        (".entry k() {\n.reg .b32 %r<3>;\n mov.b32 %r3, 1;\n}", r"line 3: .* uses register %r3, which no .reg"),
+        (".entry k() {\n.reg .b32 %r<3>;\n mov.b32 %q1, 1;\n}", r"line 3: .* uses register %q1"),
     ],
 )
 def test_small_malformed_ptx(text, message):

@@ -210,9 +210,7 @@ def parse_ptx(ptx: str, name: str | None = None) -> PtxKernel:
             continue
         instrs.append(_parse_instr(len(instrs), text, at or line))
     for ins in instrs:
-        for op in ins.operands:
-            if op.kind == "label" and op.text not in labels:
-                raise PtxSyntaxError(f"line {ins.line}: `{ins.text}` names label {op.text}, which is not defined")
+        _check_instr(ins, labels, regs, _simple_regs(body))
     version = re.search(r"\.version\s+([\d.]+)", ptx)
     target = re.search(r"\.target\s+(\w+)", ptx)
     return PtxKernel(
@@ -220,6 +218,59 @@ def parse_ptx(ptx: str, name: str | None = None) -> PtxKernel:
         version.group(1) if version else "", target.group(1) if target else "",
         int(reqntid.group(1)) if reqntid else None,
     )  # fmt: skip
+
+
+#: How many operands an instruction takes (the ones Triton's PTX uses most); others are not checked.
+ARITY = {
+    "ld": (2, 3), "st": (2, 3), "mov": (2,), "cvt": (2, 3), "cvta": (2,), "neg": (2,), "abs": (2,), "not": (2,),
+    "add": (3,), "sub": (3,), "mul": (3,), "div": (3,), "rem": (3,), "and": (3,), "or": (3,), "xor": (3,),
+    "min": (3,), "max": (3,), "shl": (3,), "shr": (3,), "mad": (4,), "fma": (4,), "selp": (4,),
+    "setp": (3, 4), "bra": (1,), "ret": (0,), "exit": (0,),
+    **{op: (2,) for op in ("ex2", "lg2", "sqrt", "rsqrt", "rcp", "sin", "cos", "tanh")},
+}  # fmt: skip
+#: which operand is an address ``[...]``
+ADDRESS_AT = {"ld": 1, "st": 0, "atom": 1, "red": 0}
+#: register prefixes LLVM's NVPTX back end declares with ``.reg .type %r<N>``
+_LLVM_REG = re.compile(r"^%(p|rs|r|rd|f|fd|h|hh|rq)(\d+)$")
+_ANY_REG = re.compile(r"^%([A-Za-z_]+)(\d+)$")
+_SPECIAL = {"clock", "envreg", "pm", "pm_", "globaltimer", "reserved_smem_offset_"}  # %clock64, %envreg3, ...
+
+
+def _simple_regs(body: str) -> set:
+    """Names declared one by one (``.reg .pred p;`` inside Triton's inline-asm blocks)."""
+    names = set()
+    for decl in re.findall(r"\.reg\s+\.\w+\s+([^;<]+);", body):
+        names.update(n.strip() for n in decl.split(","))
+    return names
+
+
+def _registers(op: Operand) -> list[str]:
+    if op.kind == "vec":
+        return [p for p in op.parts if p.startswith("%")]
+    if op.kind == "mem":
+        return [op.parts[0]] if op.parts[0].startswith("%") else []
+    return op.text.split("|") if op.kind == "reg" else []
+
+
+def _check_instr(ins: Instr, labels: dict, regs: dict, simple: set) -> None:
+    """Operand counts, address operands, labels and declared registers of one parsed instruction."""
+    where = f"line {ins.line}: `{ins.text}`"
+    if ins.op in ARITY and len(ins.operands) not in ARITY[ins.op]:
+        want = " or ".join(str(n) for n in ARITY[ins.op])
+        raise PtxSyntaxError(f"{where} has {len(ins.operands)} operand(s); {ins.op} takes {want}")
+    at = ADDRESS_AT.get(ins.op)
+    if at is not None and (len(ins.operands) <= at or ins.operands[at].kind != "mem"):
+        raise PtxSyntaxError(f"{where}: operand {at + 1} of {ins.op} must be an address in brackets, [%rd1+8]")
+    for op in ins.operands:
+        if op.kind == "label" and op.text not in labels:
+            raise PtxSyntaxError(f"{where} names label {op.text}, which is not defined")
+        for name in _registers(op):
+            m = _LLVM_REG.match(name) or _ANY_REG.match(name)
+            if not m or name in simple or m.group(1) in _SPECIAL:
+                continue
+            prefix = "%" + m.group(1)
+            if prefix not in regs or int(m.group(2)) >= regs[prefix][1]:
+                raise PtxSyntaxError(f"{where} uses register {name}, which no .reg line declares")
 
 
 def _parse_instr(index: int, text: str, line: int = 0) -> Instr:

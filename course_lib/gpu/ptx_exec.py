@@ -461,7 +461,7 @@ def parse_reg(name: str):
 def _ld(w, ins, m, live):
     space = next((s for s in ("param", "global", "shared", "local", "const") if s in _mods(ins)), "global")
     ty = type_of(ins)
-    dst, src = ins.operands
+    dst, src = ins.operands[:2]  # a 3rd operand is an L2 cache policy (ld.global.L2::cache_hint)
     if space == "param":
         value = w.run.params[src.parts[0]]
         w.write(dst.text, np.full(WARP, value & 0xFFFFFFFFFFFFFFFF, np.uint64), "b64", m)
@@ -478,7 +478,7 @@ def _ld(w, ins, m, live):
 def _st(w, ins, m, live):
     space = next((s for s in ("global", "shared", "local") if s in _mods(ins)), "global")
     ty = type_of(ins)
-    dst, src = ins.operands
+    dst, src = ins.operands[:2]
     names = src.parts if src.kind == "vec" else (src.text,)
     width = WIDTH[ty]
     cols = []
