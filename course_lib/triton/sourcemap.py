@@ -6,6 +6,12 @@ TTIR/TTGIR, ``!DILocation(line: 37, ...)`` debug metadata in LLVM IR, ``.loc 1 3
 ``//## File "...", line 37`` comments in SASS. Triton's code generator
 (``python/triton/compiler/code_generator.py``) attaches the location of the Python AST node to
 every op it builds; passes carry it along.
+
+Two things make the raw locations lie, and both are undone here: code inlined from Triton's own
+library (``tl.sum``'s combine function in ``standard.py``, philox in ``random.py``) carries that
+file's line numbers, with the kernel's call further out in the inlining chain; and LLVM numbers
+the lines of an inline-asm string from the call's line, so the ``ld.global`` on the 2nd line of
+Triton's ``mov; ld.global`` asm claims the next Python line (ptxas copies that into SASS).
 """
 
 from __future__ import annotations
