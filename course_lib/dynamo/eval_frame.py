@@ -36,7 +36,7 @@ from course_lib.dynamo.automatic_dynamic import FrameState
 from course_lib.dynamo.guards import Guard
 from course_lib.dynamo.output_graph import BreakRecord, CapturedGraph, OutputGraph, graph_dynamic_dims
 from course_lib.dynamo.source import Source
-from course_lib.dynamo.symbolic_convert import InstructionTranslator, frame_unsupported
+from course_lib.dynamo.symbolic_convert import InstructionTranslator, frame_names, frame_unsupported
 from course_lib.dynamo.variables import CellVar, wrap
 
 # ----------------------------------------------------------------------------- backends
@@ -114,7 +114,7 @@ def frame_locals(fn: Any, args: list, kwargs: dict) -> tuple[types.FunctionType,
     bound = sig.bind(*args, **kwargs)
     bound.apply_defaults()
     # inspect calls a comprehension's ".0" argument "implicit0"; the frame uses co_varnames
-    real = dict(zip(sig.parameters, func.__code__.co_varnames))
+    real = frame_names(sig, func.__code__)
     f_locals = {real.get(k, k): v for k, v in bound.arguments.items()}
     for name, cell in zip(func.__code__.co_freevars, func.__closure__ or ()):
         f_locals[name] = cell.cell_contents
@@ -132,7 +132,7 @@ def run_frame(fn: Any, args: list, kwargs: dict, output: OutputGraph) -> Any:
     output.frames.append(code.co_name)
     sig = inspect.signature(func, follow_wrapped=False)
     local_vars = {}
-    for pname, name in zip(sig.parameters, code.co_varnames):
+    for pname, name in frame_names(sig, code).items():
         value = f_locals[name]
         if sig.parameters[pname].kind is inspect.Parameter.VAR_POSITIONAL:
             value = tuple(value)

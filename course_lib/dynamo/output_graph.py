@@ -256,19 +256,28 @@ class OutputGraph:
         self._new_graph()
 
     def drop_redundant_grad_mode(self) -> None:
-        """Erase ``set_grad_enabled`` nodes that change nothing: one followed at once by another
-        (the exits of two nested blocks), or one that sets the mode already in effect. Dynamo's
-        graphs show the same: ``with no_grad(): with enable_grad(): ...`` keeps two switches."""
-        mode = self.grad_mode_at_start
-        switches = [n for n in self.graph.nodes if n.op == "call_function" and n.target is torch.set_grad_enabled]
+        """Erase a pair of adjacent ``set_grad_enabled`` nodes that switch the mode and straight
+        back (the exits of ``with no_grad(): with enable_grad(): ...``), walking from the mode the
+        graph starts in; Dynamo's OutputGraph.cleanup_graph does the same with the same walk."""
+        grad = self.grad_mode_at_start
         nodes = self.graph.nodes
-        for node in switches:
-            after = nodes[nodes.index(node) + 1]
-            if after.op == "call_function" and after.target is torch.set_grad_enabled or node.args[0] == mode:
+        erased: set = set()
+        for node1, node2 in zip(nodes, nodes[1:]):
+            if _is_grad_switch(node1) and node1.args == (not grad,) and node1 not in erased:
+                grad = node1.args[0]
+                if _is_grad_switch(node2) and node2.args == (not grad,) and node2 not in erased:
+                    grad = node2.args[0]
+                    erased |= {node1, node2}
+        for node in erased:
+            self.graph.erase_node(node)
+
+    def drop_unused_getitems(self) -> None:
+        """Erase ``x[i]`` / ``t[0]`` nodes nobody uses, last to first. Dynamo keeps every other op
+        the code ran, used or not (remove_unused_graphargs drops only getitem, get_attr and
+        symbolic-int nodes); AOT Autograd and Inductor remove dead ops later."""
+        for node in reversed(self.graph.nodes):
+            if not node.users and node.op == "call_function" and node.target is operator.getitem:
                 self.graph.erase_node(node)
-                nodes = self.graph.nodes
-            else:
-                mode = node.args[0]
 
     # -- ending a region ----------------------------------------------------------------------
     def compile_and_run(self, live: list[Var], reason: str, graph_break: bool, frame: str, line: int | None) -> None:
@@ -281,9 +290,7 @@ class OutputGraph:
             self.graph.call_function(torch.set_grad_enabled, (outer,))
         self.graph.output(tuple(v.node for v in outputs))
         self.drop_redundant_grad_mode()
-        # No dead-code elimination here: Dynamo hands the backend every op the code ran, used or
-        # not (only trivial symbolic-int nodes go, in remove_unused_graphargs); AOT Autograd and
-        # Inductor drop dead ops later. So `y = x.sum()` with y unused stays a node, as in torch.
+        self.drop_unused_getitems()  # and no other dead-code elimination: `y = x.sum()` unused stays
         if any(n.op.startswith("call_") for n in self.graph.nodes):
             key = str(self.graph)
             self.mark_dynamic_placeholders()
@@ -317,6 +324,10 @@ def graph_dynamic_dims(graph: fx.Graph) -> dict[int, tuple[int, ...]]:
     """``{placeholder position: dynamic dims}`` of a captured graph (what backends read)."""
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     return {i: n.meta["course_dynamic_dims"] for i, n in enumerate(placeholders) if n.meta.get("course_dynamic_dims")}
+
+
+def _is_grad_switch(node) -> bool:
+    return node.op == "call_function" and node.target is torch.set_grad_enabled
 
 
 def _tensors_in(values: list[Var]) -> list[TensorVar]:

@@ -1036,7 +1036,7 @@ def bind_arguments(code: types.CodeType, defaults: tuple, kwdefaults: dict, args
     bound = sig.bind(*args, **kwargs)
     bound.apply_defaults()
     # inspect renames a comprehension's ".0" argument to "implicit0"; the frame uses co_varnames
-    real_names = dict(zip(sig.parameters, code.co_varnames))
+    real_names = frame_names(sig, code)
     out = {}
     for name, value in bound.arguments.items():
         kind = sig.parameters[name].kind
@@ -1047,6 +1047,13 @@ def bind_arguments(code: types.CodeType, defaults: tuple, kwdefaults: dict, args
             value = DictVar(dict(value))
         out[name] = value
     return out
+
+
+def frame_names(sig: inspect.Signature, code: types.CodeType) -> dict[str, str]:
+    """Parameter name -> the frame's local name. They are the same except for a comprehension's
+    ``.0`` argument, which inspect calls ``implicit0``. (Zipping parameters with ``co_varnames``
+    is wrong: keyword-only parameters come before ``*args`` in ``co_varnames``.)"""
+    return {p: p if p in code.co_varnames else code.co_varnames[i] for i, p in enumerate(sig.parameters)}
 
 
 def stack_label(var: Var) -> str:
@@ -1134,5 +1141,5 @@ def opcode_coverage(names: list[str] | None = None) -> dict[str, bool]:
 
 __all__ = [
     "BINARY_OPS", "COMPARE_OPS", "HANDLED", "InstructionTranslator", "UNARY_OPS", "Unsupported", "bind_arguments",
-    "frame_unsupported", "is_torch_callable", "opcode_coverage",
+    "frame_names", "frame_unsupported", "is_torch_callable", "opcode_coverage",
 ]  # fmt: skip

@@ -3,7 +3,11 @@ corpora): nn.Modules that call submodules and loop over ModuleLists, config flag
 attributes, keyword arguments with defaults, ``*args``, closures, comprehensions, starred
 unpacking, f-string asserts, isinstance / hasattr checks, shape arithmetic, ``math.*``,
 data-dependent branches, ``.item()``, ``print``, ``try``, ``while`` over Python ints,
-``torch.no_grad()``, dataclass outputs and dict inputs.
+``torch.no_grad()``, dataclass outputs and dict inputs, ``super().forward``, ``functools.partial``,
+``self.parameters()`` / ``self.modules()`` walks.
+
+Checked against torch._dynamo on Python 3.11 only (this machine); no Python 3.12 torch is
+installed here, so data/dynamo's 3.12 recording does not cover these programs.
 
 tests/test_dynamo_real_style.py runs each through course_lib.dynamo and torch._dynamo.explain
 and compares: result equal to eager, graph count, break count, break-reason count and (for
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import typing
 
@@ -390,6 +395,129 @@ def dataclass_field_update(x):
     return s.mean / s.std, s
 
 
+# ------------------------------------------------------------ more library idioms
+@case(x248)
+def arange_positions(x):
+    pos = torch.arange(x.size(1), device=x.device, dtype=x.dtype)
+    return x + pos[None, :, None] / x.shape[-1] ** 0.5
+
+
+@case(x248)
+def new_zeros_and_pad(x):
+    z = x.new_zeros(x.shape[0], 1, x.shape[2])
+    return F.pad(torch.cat([z, x], dim=1), (1, 1))
+
+
+@case(x248)
+def torch_tensor_const(x):
+    w = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])
+    return x * w
+
+
+@case(x248)
+def kwargs_forwarding(x):
+    def inner(v, *, scale=1.0, shift=0.0, **extra):
+        return v * scale + shift + len(extra)
+
+    opts = {"scale": 2.0, "shift": 1.0, "unused": True}
+    return inner(x, **opts)
+
+
+@case(x248)
+def getattr_by_name(x):
+    names = ["relu", "tanh"]
+    for n in names:
+        x = getattr(torch, n)(x)
+    return x
+
+
+@case(x248)
+def masked_fill_triu(x):
+    s = x.shape[1]
+    mask = torch.triu(torch.ones(s, s, dtype=torch.bool), diagonal=1)
+    att = x @ x.transpose(-1, -2)
+    return att.masked_fill(mask, float("-inf")).softmax(-1)
+
+
+@case(x248)
+def str_join_keys(x):
+    parts = {f"k{i}": x[:, i] for i in range(2)}
+    key = "-".join(sorted(parts))
+    return parts["k0"] * len(key)
+
+
+@case(x248)
+def functools_partial(x):
+    act = functools.partial(F.leaky_relu, negative_slope=0.2)
+    return act(x)
+
+
+@case(x248)
+def isinstance_tuple_input(x):
+    xs = (x, x * 2) if isinstance(x, torch.Tensor) else x
+    return torch.stack(xs).sum(0)
+
+
+@case(x248)
+def nested_list_comp(x):
+    rows = [[x[i, j].sum() for j in range(2)] for i in range(2)]
+    return torch.stack([torch.stack(r) for r in rows])
+
+
+@case(x248)
+def reversed_enumerate(x):
+    out = x
+    for i, s in reversed(list(enumerate([1.0, 2.0, 3.0]))):
+        out = out * s + i
+    return out
+
+
+@case(x248)
+def any_all_python(x):
+    dims = [d for d in x.shape]
+    if all(d > 0 for d in dims) and any(d == 8 for d in dims):
+        return x.sum(-1)
+    return x
+
+
+@case(x248)
+def tensor_bool_item_branch(x):
+    if bool((x > 100).any()):
+        return x * 0
+    return x + 1
+
+
+@case(x248)
+def einops_like_reshape(x):
+    b, s, d = x.shape
+    h = 2
+    return x.reshape(b, s, h, d // h).permute(0, 2, 1, 3).reshape(b * h, s, d // h)
+
+
+@case(x248)
+def min_max_python_on_shapes(x):
+    k = min(x.shape[1], 3)
+    return x[:, :k].amax(dim=1) + max(1, x.dim())
+
+
+@case(x248)
+def tensor_iteration(x):
+    total = 0
+    for row in x:
+        total = total + row.sum()
+    return total
+
+
+@case(x248)
+def global_counter_mutation(x):  # STORE_GLOBAL
+    global COUNTER
+    COUNTER += 1
+    return x * 2
+
+
+COUNTER = 0
+
+
 # ============================================================ nn.Modules
 class Config:
     hidden = 8
@@ -531,6 +659,43 @@ class LoggedBlock(GatedBlock):
         return super().forward(x)
 
 
+class WithKwargsModule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.act = nn.GELU(approximate="tanh")
+
+    def forward(self, x, *args, scale=1.0, **kwargs):
+        h = self.act(self.fc(x)) * scale
+        for a in args:
+            h = h + a
+        if kwargs.get("residual", False):
+            h = h + x
+        return h
+
+
+class ParamLoop(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8)
+
+    def forward(self, x):
+        reg = sum(p.pow(2).sum() for p in self.parameters())
+        n = sum(1 for m in self.modules() if isinstance(m, nn.Linear))
+        return self.b(self.a(x)).mean() + reg * n
+
+
+class TrainingFlag(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = F.dropout(self.fc(x), p=0.5, training=self.training)
+        return h
+
+
 module_case("module_stack_modulelist", Stack, x248)
 module_case("module_self_attention", SelfAttention, x248)
 module_case("module_sequential_iteration", Residuals, x248)
@@ -541,3 +706,6 @@ module_case("module_print_fstring", PrintShapes, x248)
 module_case("module_no_grad_block", NoGradModule, x248)
 module_case("module_super_forward", GatedBlock, x248)
 module_case("module_print_then_super", LoggedBlock, x248)
+module_case("module_args_kwargs_forward", WithKwargsModule, x248)
+module_case("module_parameters_and_modules_walk", ParamLoop, x248)
+module_case("module_eval_dropout_flag", lambda: TrainingFlag().eval(), x248)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import types
 from typing import Any
 
@@ -18,7 +19,14 @@ from course_lib.dynamo.variables.base import ConstVar, PyObjVar, Var
 from course_lib.dynamo.variables.builtin import BuiltinVar, has_rule
 from course_lib.dynamo.variables.ctx_manager import GRAD_MODE_CLASSES, GradModeClassVar, NullContextClassVar
 from course_lib.dynamo.variables.dicts import DictVar
-from course_lib.dynamo.variables.functions import FunctionVar, MethodVar, ModuleVar, NestedFunctionVar, TorchFnVar
+from course_lib.dynamo.variables.functions import (
+    FunctionVar,
+    MethodVar,
+    ModuleVar,
+    NestedFunctionVar,
+    PartialClassVar,
+    TorchFnVar,
+)
 from course_lib.dynamo.variables.lists import IteratorVar, ListVar, SetVar, field_names
 from course_lib.dynamo.variables.tensor import TensorVar
 
@@ -91,6 +99,8 @@ def wrap(value: Any, source: Source | None = None) -> Var:
         return TorchFnVar(value, source=source) if is_torch_callable(value) else BuiltinVar(value, source=source)
     if isinstance(value, type) and value in GRAD_MODE_CLASSES:  # torch.no_grad: a context manager we model
         return GradModeClassVar(value, source=source)
+    if value is functools.partial:
+        return PartialClassVar(value, source=source)
     if value is contextlib.nullcontext:
         return NullContextClassVar(value, source=source)
     if isinstance(value, type) and (value.__module__ == "builtins" or has_rule(value)):

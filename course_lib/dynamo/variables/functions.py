@@ -10,13 +10,14 @@ misc.py (``GetAttrVariable`` for a bound method) and nn_module.py (``NNModuleVar
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 from typing import Any
 
 import torch
 
 from course_lib.dynamo.exc import Unsupported
-from course_lib.dynamo.variables.base import CellVar, Var
+from course_lib.dynamo.variables.base import CellVar, ConstVar, Var
 
 # torch functions that change global state instead of computing a value: a break in Dynamo too
 GLOBAL_STATE_FNS = {"manual_seed", "set_grad_enabled", "seed", "set_default_dtype", "set_printoptions"}
@@ -132,10 +133,27 @@ class ModuleVar(Var):
     def call_method(self, tx, name: str, args: list[Var], kwargs: dict[str, Var]) -> Var:
         from course_lib.dynamo.variables.builder import is_user_function
 
+        if name in MODULE_WALKS and not args and not kwargs:
+            return self.walk(tx, name)
         fn = getattr(type(self.value), name)
         if name == "forward" or is_user_function(fn) or not is_leaf_module(self.value):
             return tx.inline_call(FunctionVar(fn), [self, *args], kwargs)
         raise Unsupported(f"method {name} of {type(self.value).__name__}")
+
+    def walk(self, tx, name: str) -> Var:
+        """``self.parameters()``, ``self.named_modules()``...: the real module answers which
+        dotted names there are; each is then read as attributes (``self.a.weight``), so parameters
+        become get_attr nodes and submodules ModuleVars with sources, as in any other read. Dynamo
+        inlines these generators; running them ahead is the same since they have no side effects."""
+        from course_lib.dynamo.variables.lists import IteratorVar, ListVar
+
+        items = []
+        for qualified, _ in getattr(self.value, MODULE_WALKS[name])():
+            var: Var = self
+            for part in filter(None, qualified.split(".")):
+                var = var.var_getattr(tx, part)
+            items.append(ListVar([ConstVar(qualified), var], "tuple") if name.startswith("named_") else var)
+        return IteratorVar(items)
 
     def unpack(self, tx) -> list[Var]:
         from course_lib.dynamo.variables.builder import wrap
@@ -170,6 +188,49 @@ class ModuleVar(Var):
         if isinstance(value, types.MethodType):
             return MethodVar(self, name)
         return tx.use(wrap(value, src))
+
+
+@dataclasses.dataclass(eq=False)
+class PartialVar(Var):
+    """``functools.partial(fn, *args, **kwargs)`` made in traced code (Dynamo's
+    FunctoolsPartialVariable): calling it calls ``fn`` with the stored arguments first."""
+
+    fn: Var
+    args: list[Var]
+    kwargs: dict[str, Var]
+
+    def as_python(self):
+        return functools.partial(self.fn.as_python(), *[a.as_python() for a in self.args],
+                                 **{k: v.as_python() for k, v in self.kwargs.items()})  # fmt: skip
+
+    def has_tensor(self) -> bool:
+        return any(v.has_tensor() for v in [*self.args, *self.kwargs.values()])
+
+    def call_function(self, tx, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        return tx.call_function(self.fn, [*self.args, *args], {**self.kwargs, **kwargs})
+
+
+@dataclasses.dataclass(eq=False)
+class PartialClassVar(Var):
+    """``functools.partial`` itself."""
+
+    value: Any
+
+    def as_python(self):
+        return self.value
+
+    def call_function(self, tx, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        if not args:
+            raise Unsupported("functools.partial() without a function")
+        return PartialVar(args[0], list(args[1:]), dict(kwargs))
+
+
+# module methods that walk the module tree -> the named_* method that lists the dotted names
+MODULE_WALKS = {
+    "parameters": "named_parameters", "named_parameters": "named_parameters", "buffers": "named_buffers",
+    "named_buffers": "named_buffers", "modules": "named_modules", "named_modules": "named_modules",
+    "children": "named_children", "named_children": "named_children",
+}  # fmt: skip
 
 
 def is_leaf_module(module: torch.nn.Module) -> bool:
