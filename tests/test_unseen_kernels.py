@@ -236,3 +236,21 @@ def test_compile_stages_says_what_is_wrong_with_a_signature(signature, constexpr
 def test_compile_stages_rejects_a_plain_function():
     with pytest.raises(TypeError, match=r"@triton\.jit"):
         compile_stages(lambda x: x, {"x": "i32"})
+
+
+def test_tensor_core_tools_on_unseen_matmuls_and_bad_shapes():
+    import numpy as np
+
+    from course_lib.gpu import simt, tensor_core
+
+    ptx = _stages("matmul_k_loop", "sm_80")["ptx"]
+    ops = tensor_core.tensor_core_ops(ptx)
+    mma = [o for o in ops if o.startswith("mma.sync")]
+    assert mma and {tensor_core.mma_shape(o) for o in mma} == {(16, 8, 16)}
+    assert len(tensor_core.ptx_mma_operands(ptx)) == sum(ops[o] for o in mma)
+    with pytest.raises(ValueError, match=r"shape \(16, 16\), got \(16, 8\)"):
+        tensor_core.to_fragments("A", np.zeros((16, 8)))
+    with pytest.raises(ValueError, match="A \\(M x K\\), B \\(K x N\\)"):
+        tensor_core.mma_tile(np.zeros((16, 16)), np.zeros((8, 8)), np.zeros((16, 8)))
+    with pytest.raises(ValueError, match="1 to 3 positive integers"):
+        simt.dim3((1, 2, 3, 4))

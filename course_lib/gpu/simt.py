@@ -153,8 +153,10 @@ class RunResult:
 
 def dim3(x) -> tuple:
     """Normalise an int or a 1-3 tuple to (x, y, z)."""
-    t = (x,) if isinstance(x, int) else tuple(x)
-    return tuple(t) + (1,) * (3 - len(t))
+    t = (x,) if isinstance(x, (int, np.integer)) else tuple(x)
+    if not 1 <= len(t) <= 3 or not all(isinstance(v, (int, np.integer)) and v >= 1 for v in t):
+        raise ValueError(f"a grid or block is 1 to 3 positive integers (x, y, z), got {x!r}")
+    return tuple(int(v) for v in t) + (1,) * (3 - len(t))
 
 
 def thread_coords(block: tuple, warp: int) -> dict:

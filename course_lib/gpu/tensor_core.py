@@ -56,6 +56,9 @@ def mma_tile(a: np.ndarray, b: np.ndarray, c: np.ndarray, k_chunk: int = 16) -> 
     float64 and rounded once to fp32 before joining the accumulator (a model of the hardware's
     wide internal adder; the exact order inside the unit is not documented).
     """
+    a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
+    if a.ndim != 2 or b.ndim != 2 or c.shape != (a.shape[0], b.shape[-1]) or a.shape[1] != b.shape[0]:
+        raise ValueError(f"mma_tile needs A (M x K), B (K x N), C (M x N); got {a.shape}, {b.shape}, {c.shape}")
     a32, b32 = to_bf16(a).astype(np.float64), to_bf16(b).astype(np.float64)
     d = np.asarray(c, np.float32).copy()
     for k0 in range(0, a32.shape[1], k_chunk):
@@ -93,15 +96,26 @@ def fragment_owner(operand: str) -> tuple[np.ndarray, np.ndarray]:
     return lane, index
 
 
+def _rule(operand: str, shape: tuple, whole: bool) -> tuple:
+    if operand not in FRAGMENT_RULES:
+        raise ValueError(f"operand must be one of {sorted(FRAGMENT_RULES)}, got {operand!r}")
+    rows, cols, per_lane, rule = FRAGMENT_RULES[operand]
+    want = (rows, cols) if whole else (32, per_lane)
+    if tuple(shape) != want:
+        what = "the whole operand" if whole else "fragments (lanes x elements per lane)"
+        raise ValueError(f"{operand} of mma.m16n8k16: {what} must have shape {want}, got {tuple(shape)}")
+    return rows, cols, per_lane, rule
+
+
 def to_fragments(operand: str, x: np.ndarray) -> np.ndarray:
     """Scatter a whole operand into a (32, per_lane) array: row ``l`` is what lane ``l`` holds."""
-    rows, cols, per_lane, rule = FRAGMENT_RULES[operand]
+    rows, cols, per_lane, rule = _rule(operand, np.shape(x), whole=True)
     return np.array([[x[rule(ln // 4, ln % 4, i)] for i in range(per_lane)] for ln in range(32)])
 
 
 def from_fragments(operand: str, frags: np.ndarray) -> np.ndarray:
     """Gather the per-lane fragments back into the whole operand."""
-    rows, cols, per_lane, rule = FRAGMENT_RULES[operand]
+    rows, cols, per_lane, rule = _rule(operand, np.shape(frags), whole=False)
     out = np.zeros((rows, cols), dtype=frags.dtype)
     for ln in range(32):
         for i in range(per_lane):
