@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
+import course_lib  # noqa: F401  (first: sets TRITON_INTERPRET=1 on a machine without a GPU)
+
+# isort: split
 import torch
 import triton
 import triton.language as tl
@@ -564,3 +567,38 @@ for _c in CASES:
     _c.sim = SIMS.get(_c.name)
     if _c.name == "casts":
         _c.targets = ("sm_90",)  # Triton rejects fp8e4nv below sm_89 ("type fp8e4nv not supported")
+
+
+def sweep(names=()) -> list[tuple]:
+    """Every case through every course view, for each target: one row per (kernel, target).
+
+    ``.venv/bin/python tests/unseen_kernels.py [name ...]`` prints the table (about a minute cold).
+    """
+    from course_lib.gpu import ptx as P
+    from course_lib.triton import compile_stages, instruction_mix, layouts, sourcemap
+
+    rows = []
+    for c in CASES:
+        if names and c.name not in names:
+            continue
+        c.check()  # the interpreter against torch
+        for target in c.targets:
+            s = compile_stages(c.kernel, c.signature, c.constexprs, target=target, num_warps=c.num_warps)
+            mapped = [p for _, p in sourcemap.line_map(s, "ptx") if p is not None]
+            lo, hi = s.first_line, s.first_line + len(s.source.splitlines())
+            assert all(lo <= p < hi for p in mapped), (c.name, target)
+            sim = "-"
+            if c.sim is not None:
+                c.sim(s.raw["ptx"])
+                sim = "ok"
+            rows.append((c.name, target, s.metadata["registers"], len(P.parse_ptx(s.raw["ptx"]).instrs), len(mapped),
+                         len(layouts.parse_blocked(s["ttgir"])), sum(instruction_mix(s["sass"]).values()), sim))  # fmt: skip
+    return rows
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(f"{'kernel':16s} {'target':6s} {'regs':>4s} {'ptx':>5s} {'mapped':>6s} {'blocked':>7s} {'sass':>5s} sim")
+    for row in sweep(sys.argv[1:]):
+        print(f"{row[0]:16s} {row[1]:6s} {row[2]:4d} {row[3]:5d} {row[4]:6d} {row[5]:7d} {row[6]:5d} {row[7]}")
