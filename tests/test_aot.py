@@ -515,3 +515,25 @@ def test_group_norm_and_weight_norm_train_like_eager():
     """Wav2Vec2's feature extractor (group norm) and positional convolution (weight norm)."""
     _grads_match_autograd(lambda x, w, b: F.group_norm(x, 2, w, b), torch.randn(2, 4, 5), torch.randn(4), torch.randn(4))
     _grads_match_autograd(lambda v, g: torch._weight_norm(v, g, 2) * v, torch.randn(4, 3, 5), torch.randn(1, 1, 5))
+
+
+#: ops of architectures beyond the course's twenty (shifted windows, masks, gated units, norms),
+#: each now a decomposition onto ops with rules; one line each, checked against autograd
+MORE_OPS = {
+    "roll": (lambda x: torch.roll(x, (2, -1), (1, 2)) * x, (2, 5, 4)),
+    "flip": (lambda x: torch.flip(x, [1]) * x, (2, 5)),
+    "index_select": (lambda x: torch.index_select(x, 1, torch.tensor([0, 2, 2])), (2, 4)),
+    "tril": (lambda x: torch.tril(x, -1) + torch.triu(x, 1) * 2.0, (4, 4)),
+    "cumsum": (lambda x: torch.cumsum(x, 1) * x, (2, 5)),
+    "std": (lambda x: x.std(-1, keepdim=True) * x, (3, 5)),
+    "glu": (lambda x: F.glu(x, -1), (3, 4)),
+    "vector_norm": (lambda x: x / x.norm(dim=-1, keepdim=True), (3, 5)),
+    "pixel_shuffle": (lambda x: F.pixel_shuffle(x, 2), (1, 4, 2, 2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MORE_OPS))
+def test_more_ops_train_like_eager(name):
+    torch.manual_seed(0)
+    fn, shape = MORE_OPS[name]
+    _grads_match_autograd(fn, torch.randn(*shape))

@@ -39,7 +39,11 @@ def test_table_size_and_samples():
 
 
 #: entries that end in an op the course keeps whole (a derivative rule, an extern call in Inductor)
-KEPT_WHOLE = {torch.ops.aten.index.Tensor: ["aten.embedding.default"]}  # advanced indexing is an embedding lookup
+KEPT_WHOLE = {  # advanced indexing is an embedding lookup; roll and glu cut slices
+    torch.ops.aten.index.Tensor: ["aten.embedding.default"], torch.ops.aten.index_select.default: ["aten.embedding.default"],
+    torch.ops.aten.flip.default: ["aten.embedding.default"], torch.ops.aten.glu.default: ["aten.slice.Tensor"],
+    torch.ops.aten.roll.default: ["aten.cat.default", "aten.slice.Tensor"],
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("op", OPS, ids=str)

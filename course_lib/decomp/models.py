@@ -243,3 +243,118 @@ def weight_norm_interface(v: Tensor, g: Tensor, dim: int = 0) -> tuple[Tensor, T
     dims = [d for d in range(v.dim()) if d != dim % v.dim()]
     norm = aten.sqrt.default(aten.sum.dim_IntList(aten.mul.Tensor(v, v), dims, True))
     return aten.mul.Tensor(v, aten.div.Tensor(g, norm)), aten.view.default(norm, list(g.shape))
+
+
+# ---------------------------------------------------------------- index-like ops, as index or cat
+# (found by trying ops of models beyond the course's twenty; each reuses a rule the course has)
+
+
+def _iota(n: int, like: Tensor, start: int = 0, step: int = 1) -> Tensor:
+    return torch.ops.prims.iota.default(n, start=start, step=step, dtype=torch.int64, device=like.device,
+                                        requires_grad=False)  # fmt: skip
+
+
+@register(aten.index_select.default)
+def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    """``x.index_select(dim, index)``: advanced indexing on one dim."""
+    return aten.index.Tensor(x, [None] * (dim % max(x.dim(), 1)) + [index])
+
+
+@register(aten.flip.default)
+def flip(x: Tensor, dims: list[int]) -> Tensor:
+    """Each dim read backwards: an index n-1, n-2, ..., 0."""
+    for d in dims:
+        d %= x.dim()
+        x = aten.index.Tensor(x, [None] * d + [_iota(x.shape[d], x, x.shape[d] - 1, -1)])
+    return x
+
+
+@register(aten.roll.default)
+def roll(x: Tensor, shifts: list[int], dims: list[int] = ()) -> Tensor:
+    """Swin's shifted windows: the last ``s`` entries along a dim moved to the front (a cat of two slices)."""
+    if not dims:  # roll of the flattened tensor
+        return aten.view.default(roll(aten.reshape.default(x, [-1]), shifts, [0]), list(x.shape))
+    for s, d in zip(shifts, dims):
+        d %= x.dim()
+        n = x.shape[d]
+        s %= n
+        if s:
+            x = aten.cat.default([aten.slice.Tensor(x, d, n - s, n), aten.slice.Tensor(x, d, 0, n - s)], d)
+    return x
+
+
+def _triangle(x: Tensor, diagonal: int, lower: bool) -> Tensor:
+    rows, cols = x.shape[-2], x.shape[-1]
+    offset = aten.sub.Tensor(aten.view.default(_iota(cols, x), [1, cols]), aten.view.default(_iota(rows, x), [rows, 1]))
+    keep = aten.le.Scalar(offset, diagonal) if lower else aten.ge.Scalar(offset, diagonal)
+    return aten.where.self(keep, x, _scalar(0, x))
+
+
+@register(aten.tril.default)
+def tril(x: Tensor, diagonal: int = 0) -> Tensor:
+    """Entries with column - row <= diagonal kept, the rest 0 (causal masks)."""
+    return _triangle(x, diagonal, True)
+
+
+@register(aten.triu.default)
+def triu(x: Tensor, diagonal: int = 0) -> Tensor:
+    return _triangle(x, diagonal, False)
+
+
+#: largest (n x n x rest) product cumsum builds as a triangular sum
+CUMSUM_LIMIT = 1 << 24
+
+
+@register(aten.cumsum.default)
+def cumsum(x: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
+    """Running sum along ``dim`` as a triangular masked sum (n^2 work: fine for short sequences,
+    such as BLOOM's position ids from the attention mask; longer ones stay an op)."""
+    dim %= max(x.dim(), 1)
+    n = x.shape[dim] if x.dim() else 1
+    if x.numel() * n > CUMSUM_LIMIT or x.dim() == 0:
+        return NotImplemented
+    if dtype is not None and dtype != x.dtype:
+        x = aten._to_copy.default(x, dtype=dtype)
+    elif not x.is_floating_point():
+        x = aten._to_copy.default(x, dtype=torch.int64)  # as torch: integer sums are int64
+    last = [d for d in range(x.dim()) if d != dim] + [dim]
+    xl = aten.permute.default(x, last)
+    lead = list(xl.shape[:-1])
+    j, i_plus_1 = aten.view.default(_iota(n, x), [n, 1]), aten.view.default(_iota(n, x, 1), [1, n])
+    upto = aten.lt.Tensor(j, i_plus_1)  # j <= i
+    terms = aten.where.self(upto, aten.view.default(xl, [*lead, n, 1]), _scalar(0, xl))  # (.., j, i)
+    return aten.permute.default(aten.sum.dim_IntList(terms, [len(lead)], False), [last.index(d) for d in range(x.dim())])
+
+
+@register(aten.std.correction)
+def std(x: Tensor, dim: list[int] | None = None, *, correction: float | None = None, keepdim: bool = False) -> Tensor:
+    return aten.sqrt.default(aten.var.correction(x, dim, correction=correction, keepdim=keepdim))
+
+
+@register(aten.glu.default)
+def glu(x: Tensor, dim: int = -1) -> Tensor:
+    """Gated linear unit: first half times the sigmoid of the second half."""
+    half = x.shape[dim] // 2
+    first, gate = aten.slice.Tensor(x, dim, 0, half), aten.slice.Tensor(x, dim, half, 2 * half)
+    return aten.mul.Tensor(first, aten.sigmoid.default(gate))
+
+
+@register(aten.linalg_vector_norm.default)
+def vector_norm(x: Tensor, ord: float = 2, dim: list[int] | None = None, keepdim: bool = False, *,
+                dtype: torch.dtype | None = None) -> Tensor:  # fmt: skip
+    """The 2-norm (normalising embeddings, CLIP's projections); other orders stay an op."""
+    if ord != 2 or dtype is not None:
+        return NotImplemented
+    dims = list(range(x.dim())) if not dim else list(dim)
+    return aten.sqrt.default(aten.sum.dim_IntList(aten.mul.Tensor(x, x), dims, keepdim))
+
+
+@register(aten.pixel_shuffle.default)
+def pixel_shuffle(x: Tensor, r: int) -> Tensor:
+    """(N, C r^2, H, W) -> (N, C, H r, W r): a view, a permute and a copy."""
+    *batch, c, h, w = x.shape
+    c //= r * r
+    split = aten.view.default(x, [*batch, c, r, r, h, w])
+    k = len(batch)
+    moved = aten.permute.default(split, [*range(k), k, k + 3, k + 1, k + 4, k + 2])
+    return aten.reshape.default(moved, [*batch, c, h * r, w * r])

@@ -97,6 +97,16 @@ SAMPLES.update({  # the entries of course_lib.decomp.models (ops real models rea
     aten.index.Tensor: lambda g: ((_r(g, 2, 5, 4, 3), [None, torch.tensor([[-1], [2]]), torch.tensor([0, 3, 1])]), {}),
     aten.native_group_norm.default: lambda g: ((_r(g, 2, 6, 5), _r(g, 6), _r(g, 6), 2, 6, 5, 3, 1e-5), {}),
     aten._weight_norm_interface.default: lambda g: ((_r(g, 4, 3, 5), _r(g, 1, 1, 5), 2), {}),
+    aten.index_select.default: lambda g: ((_r(g, 3, 5, 2), 1, torch.tensor([4, 0, 4])), {}),
+    aten.flip.default: lambda g: ((_r(g, 3, 5, 2), [0, -1]), {}),
+    aten.roll.default: lambda g: ((_r(g, 3, 5, 4), [2, -1], [1, 2]), {}),
+    aten.tril.default: lambda g: ((_r(g, 2, 4, 5), 1), {}),
+    aten.triu.default: lambda g: ((_r(g, 4, 5), -1), {}),
+    aten.cumsum.default: lambda g: ((_r(g, 3, 5, 2), 1), {}),
+    aten.std.correction: lambda g: ((_r(g, 4, 6), [1]), {"correction": 1, "keepdim": True}),
+    aten.glu.default: lambda g: ((_r(g, 3, 8), -1), {}),
+    aten.linalg_vector_norm.default: lambda g: ((_r(g, 3, 5), 2, [-1], True), {}),
+    aten.pixel_shuffle.default: lambda g: ((_r(g, 2, 8, 3, 2), 2), {}),
     aten.masked_fill.Tensor: lambda g: ((_r(g, 4, 6), _r(g, 1, 6) > 0, torch.tensor(-2.5, dtype=torch.float64)), {}),
 })  # fmt: skip
 
