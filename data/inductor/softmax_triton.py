@@ -1,6 +1,8 @@
 import triton
 import triton.language as tl
 
+from course_lib.inductor.launcher import DirectLaunch
+
 @triton.jit
 def kernel0(in_ptr0, out_ptr0, xnumel, rnumel, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
     xoffset = tl.program_id(0) * XBLOCK
@@ -12,14 +14,16 @@ def kernel0(in_ptr0, out_ptr0, xnumel, rnumel, XBLOCK: tl.constexpr, RBLOCK: tl.
     r0 = rindex
     tmp0 = tl.load(in_ptr0 + (r0 + 4096*x0), xmask & rmask, other=0)
     tmp1 = tl.where(xmask & rmask, tmp0, float("-inf"))
-    acc_buf0 = tl.max(tmp1, 1)[:, None]
-    tmp2 = tmp0 - acc_buf0
+    acc0 = tl.max(tmp1, 1)[:, None]
+    tmp2 = tmp0 - acc0
     tmp3 = tl.exp(tmp2)
     tmp4 = tl.where(xmask & rmask, tmp3, 0)
-    acc_buf3 = tl.sum(tmp4, 1)[:, None]
-    tmp5 = tmp3 / acc_buf3
+    acc1 = tl.sum(tmp4, 1)[:, None]
+    tmp5 = tmp3 / acc1
     tl.store(out_ptr0 + (r0 + 4096*x0), tmp5, xmask & rmask)
 
+site_kernel0 = DirectLaunch(kernel0, grid=(16384,), ints=(16384, 4096), constexprs=dict(XBLOCK=1, RBLOCK=4096), num_warps=8)
+
+
 def launch_kernel0(in_ptr0, out_ptr0):
-    grid = (triton.cdiv(16384, 1),)
-    kernel0[grid](in_ptr0, out_ptr0, 16384, 4096, XBLOCK=1, RBLOCK=4096, num_warps=8)
+    site_kernel0(in_ptr0, out_ptr0)
