@@ -172,7 +172,7 @@ MORE: dict[str, RealModel] = {m.name: m for m in [
               relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=8, max_relative_positions=16,
               **_ENC)),
     RealModel("swin", "vision transformer", _model("SwinModel", "SwinConfig", _pixels(), image_size=32,
-              patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 4], window_size=4, drop_path_rate=0.0,
+              patch_size=4, embed_dim=16, depths=[2, 1], num_heads=[2, 4], window_size=4, drop_path_rate=0.0,
               **_NODROP)),
     RealModel("deit", "vision transformer", _model("DeiTModel", "DeiTConfig", _pixels(), _random_tokens, image_size=32,
                                                    patch_size=8, **_ENC)),
