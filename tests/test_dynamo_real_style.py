@@ -23,6 +23,9 @@ IDS = [c[0] for c in CASES]
 # Where we knowingly differ from torch._dynamo, and why (the result still equals eager).
 KNOWN_DIFFERENCES = {
     "generator_context_manager": "Dynamo inlines @contextlib.contextmanager; here `with` on it is a graph break",
+    "inference_mode_block": "Dynamo models torch.inference_mode(); here it is a graph break at the with and its exit",
+    "autocast_disabled_block": "Dynamo models torch.autocast(); here it is a graph break at the with and its exit",
+    "calls_no_grad_decorated": "Dynamo traces the @torch.no_grad() wrapper; here its `with` on self is a break",
 }
 
 

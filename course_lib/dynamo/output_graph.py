@@ -107,7 +107,7 @@ class OutputGraph:
         self.inputs: list[tuple[fx.Node, TensorVar]] = []
         self.placeholder_of: dict[int, fx.Node] = {}
         self.attr_names: dict[int, str] = {}
-        self.grad_mode_at_start = torch.is_grad_enabled()  # see drop_redundant_grad_mode
+        self.reenter_grad: tuple[bool, bool] | None = None  # (outer, inside) across a break in a block
 
     def node_of(self, var: TensorVar) -> fx.Node:
         """The node for a tensor in the current graph (a new placeholder if it came from outside)."""
@@ -259,7 +259,7 @@ class OutputGraph:
         """Erase a pair of adjacent ``set_grad_enabled`` nodes that switch the mode and straight
         back (the exits of ``with no_grad(): with enable_grad(): ...``), walking from the mode the
         graph starts in; Dynamo's OutputGraph.cleanup_graph does the same with the same walk."""
-        grad = self.grad_mode_at_start
+        grad = self.grad_mode_at_start()
         nodes = self.graph.nodes
         erased: set = set()
         for node1, node2 in zip(nodes, nodes[1:]):
@@ -284,10 +284,10 @@ class OutputGraph:
         """Finish the current graph with the live tensors it computed as outputs, compile, run."""
         live = list(live) + list(self.mutated.values())  # tensors put into a mutated container are live
         outputs = [v for v in _tensors_in(live) if v.graph_id == self.graph_id and v.node is not None]
-        outer, inside = self.grad_mode_at_start, torch.is_grad_enabled()
+        outer, inside = self.grad_mode_at_start(), torch.is_grad_enabled()
         reenter = graph_break and inside != outer  # a break inside `with torch.no_grad():`
         if reenter:  # as Dynamo: the graph leaves the block at its end, the next one enters it again
-            self.graph.call_function(torch.set_grad_enabled, (outer,))
+            self.grad_switch(outer, before=inside)
         self.graph.output(tuple(v.node for v in outputs))
         self.drop_redundant_grad_mode()
         self.drop_unused_getitems()  # and no other dead-code elimination: `y = x.sum()` unused stays
@@ -308,8 +308,27 @@ class OutputGraph:
         self._new_graph()
         if reenter:
             torch.set_grad_enabled(inside)  # the breaking instruction runs inside the block
-            self.grad_mode_at_start = outer
-            self.graph.call_function(torch.set_grad_enabled, (inside,))
+            self.reenter_grad = (outer, inside)
+
+    def after_eager_instruction(self) -> None:
+        """After the instruction at a break ran: the new graph enters the block again (a
+        ``set_grad_enabled`` node first), unless that instruction itself changed the mode (it was
+        the exit of a block we do not model)."""
+        if self.reenter_grad is not None and torch.is_grad_enabled() == self.reenter_grad[1]:
+            self.grad_switch(self.reenter_grad[1], before=self.reenter_grad[0])
+        self.reenter_grad = None
+
+    def grad_switch(self, enabled: bool, before: bool):
+        """A ``set_grad_enabled`` node; ``meta["grad_before"]`` keeps the mode it switches from."""
+        node = self.graph.call_function(torch.set_grad_enabled, (enabled,))
+        node.meta["grad_before"] = before
+        return node
+
+    def grad_mode_at_start(self) -> bool:
+        """The grad mode the current graph starts in: what its first switch switched from; with no
+        switch, the mode now (instructions run eagerly only between graphs, so it cannot differ)."""
+        first = next((n for n in self.graph.nodes if _is_grad_switch(n)), None)
+        return first.meta["grad_before"] if first is not None else torch.is_grad_enabled()
 
     def mark_dynamic_placeholders(self) -> None:
         """``meta["course_dynamic_dims"]`` on each placeholder whose input has dynamic dims."""

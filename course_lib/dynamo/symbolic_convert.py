@@ -269,6 +269,7 @@ class InstructionTranslator:
                 self.refresh_containers()
         finally:
             self.eager = self.skipped
+            self.output.after_eager_instruction()
 
     def skip_rest_of_frame(self, inst: Instr, handler, reason: str, where: str = "inside a loop") -> None:
         """A break inside a loop body or a try block: Dynamo cannot resume in the middle of a
@@ -293,6 +294,7 @@ class InstructionTranslator:
             self.run_eagerly(inst, handler)
         finally:
             self.eager = self.skipped
+            self.output.after_eager_instruction()
 
     def run_eagerly(self, inst: Instr, handler) -> None:
         if handler is None:  # frame_unsupported() keeps such frames out; a guard for learner translators

@@ -395,6 +395,79 @@ def dataclass_field_update(x):
     return s.mean / s.std, s
 
 
+def x34_grad():
+    return t(3, 4).requires_grad_()
+
+
+@case(x34_grad)
+def set_grad_enabled_block(x):
+    with torch.set_grad_enabled(False):
+        y = x * 2
+    return y + x
+
+
+@case(x34_grad)
+def set_grad_enabled_statements(x):
+    torch.set_grad_enabled(False)
+    y = x * 2
+    torch.set_grad_enabled(True)
+    return y + x
+
+
+@case(x34_grad)
+def no_grad_then_grad_output(x):
+    with torch.no_grad():
+        scale = x.abs().max()
+    return x / scale
+
+
+@torch.no_grad()
+def _no_grad_helper(v):
+    return v * 2
+
+
+@case(x34_grad)
+def calls_no_grad_decorated(x):  # not modelled here: the decorator's wrapper breaks (Dynamo traces it)
+    return _no_grad_helper(x) + x
+
+
+@case(x34)
+def try_else_branch(x):
+    try:
+        n = int("3")
+    except ValueError:
+        n = 0
+    else:
+        n = n + 1
+    return x * n
+
+
+@case(x34)
+def nested_try_outer_handler(x):
+    try:
+        try:
+            n = {"a": 1}["b"]
+        except IndexError:
+            n = 2
+    except KeyError:
+        n = 3
+    return x * n
+
+
+@case(x34_grad)
+def inference_mode_block(x):  # not modelled here: graph breaks at the with and its exit
+    with torch.inference_mode():
+        y = x * 2
+    return y + 1
+
+
+@case(x34)
+def autocast_disabled_block(x):  # not modelled here: graph breaks at the with and its exit
+    with torch.autocast("cpu", enabled=False):
+        y = x * 2
+    return y + 1
+
+
 # ------------------------------------------------------------ more library idioms
 @case(x248)
 def arange_positions(x):

@@ -97,7 +97,9 @@ def wrap(value: Any, source: Source | None = None) -> Var:
         return TorchFnVar(value, source=source)
     if isinstance(value, (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)):
         return TorchFnVar(value, source=source) if is_torch_callable(value) else BuiltinVar(value, source=source)
-    if isinstance(value, type) and value in GRAD_MODE_CLASSES:  # torch.no_grad: a context manager we model
+    if isinstance(value, type) and (
+        value in GRAD_MODE_CLASSES or value is torch.set_grad_enabled
+    ):  # torch.no_grad: a context manager we model
         return GradModeClassVar(value, source=source)
     if value is functools.partial:
         return PartialClassVar(value, source=source)

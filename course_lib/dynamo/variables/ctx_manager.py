@@ -49,13 +49,13 @@ GRAD_STATE = _GradState()
 def set_grad_mode(tx, enabled: bool) -> None:
     """Switch the grad mode now and record the switch as a graph node (kept by DCE: impure)."""
     tx.output.remember(GRAD_STATE, "enabled")
-    GRAD_STATE.enabled = enabled
-    tx.output.graph.call_function(torch.set_grad_enabled, (enabled,))
+    before, GRAD_STATE.enabled = GRAD_STATE.enabled, enabled
+    tx.output.grad_switch(enabled, before)
 
 
 @dataclasses.dataclass(eq=False)
 class GradModeClassVar(Var):
-    """``torch.no_grad`` / ``torch.enable_grad`` themselves, before the call that makes the object."""
+    """``torch.no_grad`` / ``torch.enable_grad`` / ``torch.set_grad_enabled`` themselves, before the call."""
 
     value: Any
 
@@ -63,6 +63,12 @@ class GradModeClassVar(Var):
         return self.value
 
     def call_function(self, tx, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        if self.value is torch.set_grad_enabled:  # switches at the call, a `with` only restores
+            if len(args) != 1 or kwargs or not isinstance(args[0].as_python(), bool):
+                raise Unsupported("torch.set_grad_enabled takes one constant bool here")
+            prior = torch.is_grad_enabled()
+            set_grad_mode(tx, args[0].as_python())
+            return SetGradEnabledVar(prior)
         if args or kwargs:
             raise Unsupported(f"torch.{self.value.__name__} called with arguments")
         return GradModeVar(GRAD_MODE_CLASSES[self.value])
@@ -109,6 +115,20 @@ class GradModeExitVar(ExitVar):
 
 
 @dataclasses.dataclass(eq=False)
+class SetGradEnabledVar(Var):
+    """What ``torch.set_grad_enabled(b)`` returns: the mode is already switched; as a context
+    manager its exit switches back to ``prior``."""
+
+    prior: bool
+
+    def as_python(self):
+        raise Unsupported("a torch.set_grad_enabled object cannot leave the traced code")
+
+    def enter(self, tx) -> tuple[Var, Var]:
+        return GradModeExitVar(self.prior), ConstVar(None)
+
+
+@dataclasses.dataclass(eq=False)
 class NullContextVar(Var):
     """``contextlib.nullcontext(value)``: entering it gives ``value`` back, nothing else happens."""
 
@@ -145,7 +165,7 @@ class NullContextClassVar(Var):
         return NullContextVar(args[0] if args else kwargs.get("enter_result", ConstVar(None)))
 
 
-MODELLED_CONTEXTS = (GradModeVar, NullContextVar)
+MODELLED_CONTEXTS = (GradModeVar, SetGradEnabledVar, NullContextVar)
 
 __all__ = [
     "ExitVar",
