@@ -45,7 +45,7 @@ tools:
 	  WHY="Module 2's single passes licm / loop-vectorize / slp-vectorize and its llc back-end walkthrough are skipped without it"
 	@$(MAKE) --no-print-directory _tool BIN=gcc PKG=gcc WHY="Inductor's C++ backend and Module 6 need it"
 	@$(MAKE) --no-print-directory _tool BIN=clang-19 PKG=clang-19 WHY="06c's clang loop-vectoriser comparison is skipped without it"
-	@$(MAKE) --no-print-directory _tool BIN=/usr/lib/llvm-19/include/llvm/Passes/PassPlugin.h HAVE=file PKG=llvm-19-dev WHY="02a's C++ pass plugin (built against LLVM 19's headers) is skipped without it"
+	@$(MAKE) --no-print-directory _tool BIN=/usr/lib/llvm-19/include/llvm/Passes/PassPlugin.h HAVE=file PKG=llvm-19-dev WHY="02b's C++ pass plugin (built against LLVM 19's headers) is skipped without it"
 	@$(MAKE) --no-print-directory _tool BIN=ld.lld-19 PKG=lld-19 WHY="02b's AMDGPU .hsaco link is skipped without it"
 	@$(MAKE) --no-print-directory _tool BIN=aarch64-linux-gnu-gcc PKG=gcc-aarch64-linux-gnu WHY="06c's SVE listing is skipped without it"
 	@$(MAKE) --no-print-directory _tool BIN=chromium PKG=chromium WHY="make test-browser (notebooks rendered in a real browser) is skipped without it"
