@@ -975,7 +975,22 @@ def triton_capture_specialization(kernel, args: tuple, kwargs: dict) -> str | No
         triton_jit_function(kernel).warmup(*args, grid=(1,), **kwargs)
     finally:
         knobs.runtime.jit_cache_hook = old
-    return seen[0] if seen else None
+    return _with_target(seen[0]) if seen else None
+
+
+def _with_target(spec: str) -> str:
+    """Triton 3.9's ``serialize_specialization_data`` writes the ``target`` the JIT compiles for;
+    3.6's (``name, signature, constants, attrs, options, key``) has no target argument and writes
+    none. The JIT compiles for the current device's target, so add that one where it is missing."""
+    import dataclasses
+    import json
+
+    d = json.loads(spec)
+    if "target" not in d:
+        target = require("triton.runtime", "driver").active.get_current_target()
+        d["target"] = dataclasses.asdict(target) if dataclasses.is_dataclass(target) else dict(vars(target))
+        spec = json.dumps(d)
+    return spec
 
 
 def triton_compile_specialization(kernel, spec: str):
@@ -993,6 +1008,9 @@ def triton_compile_specialization(kernel, spec: str):
     attrs = {tuple(k): v for k, v in zip(d["attrs_keys"], d["attrs_vals"])}
     signature = {k: tuple(v) if isinstance(v, list) else v for k, v in d["signature"].items()}
     options = {k: tuple(v) if isinstance(v, list) else v for k, v in d["options"].items()}
+    if "target" not in d:
+        raise CompatError("this specialisation has no 'target' (Triton 3.6 writes none); "
+                          "make it with triton_capture_specialization, which adds the current device's")
     src = require("triton.compiler", "ASTSource")(triton_jit_function(kernel), signature, consts, attrs)
     with triton_compile_scope(kernel):
         return triton.compile(src, target=gpu_target(**d["target"]), options=options)

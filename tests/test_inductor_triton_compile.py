@@ -133,3 +133,57 @@ def test_captured_specialisation_compiles_to_the_binary_the_launch_looks_up(grap
     finally:
         driver._active = before
     assert by_pool.hash == by_launch.hash
+
+
+def test_triton_36_specialisation_without_target_still_compiles_the_launch_binary(graph, monkeypatch):
+    """Triton 3.6's JIT serialises a specialisation without its target: its
+    ``serialize_specialization_data(name, signature, constants, attrs, options, key)`` has no target
+    parameter (3.9 added one and writes ``'target': target.__dict__``). That made the pool fail with
+    KeyError 'target' on the H200 (torch 2.11 / triton 3.6). This fake mirrors 3.6: the installed
+    3.9 serialiser's output with the key removed. The capture must add the current target, and the
+    pool's compile must still hit the launch's cache key."""
+    from triton.runtime import driver, jit as jit_mod
+
+    real = jit_mod.serialize_specialization_data
+
+    def serialize_36(*args, **kwargs):
+        d = json.loads(real(*args, **kwargs))
+        d.pop("target")
+        return json.dumps(d)
+
+    monkeypatch.setattr(jit_mod, "serialize_specialization_data", serialize_36)
+    c, _ = graph
+    launch = c.call.__globals__["kernel2"]
+    jit = compat.triton_jit_function(launch.jit_fn)
+    args = (*[torch.float32] * 5, launch.int_args["xnumel"], launch.int_args["rnumel"])
+    kwargs = {**launch.constexprs, "num_warps": launch.num_warps}
+    bare = json.loads(compat.triton_specialization(launch.jit_fn, launch.signature, launch.constexprs,
+                                                   launch.int_args, compat.require("triton.backends.compiler",
+                                                   "GPUTarget")("cuda", 90, 32), launch.num_warps))  # fmt: skip
+    bare.pop("target")
+    with pytest.raises(compat.CompatError, match="no 'target'"):
+        compat.triton_compile_specialization(jit, json.dumps(bare))  # a clear error, not a KeyError
+    before = driver._active
+    driver.set_active(_H200Driver())
+    try:
+        with compat.triton_compile_scope(launch.jit_fn):
+            spec = compat.triton_capture_specialization(jit, args, kwargs)
+            assert json.loads(spec)["target"] == {"backend": "cuda", "arch": 90, "warp_size": 32}
+            by_pool = compat.triton_compile_specialization(jit, spec)
+            by_launch = jit.warmup(*args, grid=(1,), **kwargs)
+    finally:
+        driver._active = before
+    assert by_pool.hash == by_launch.hash
+
+
+def test_built_module_is_registered_once(graph):
+    """build() puts the generated module in sys.modules, so a precompile job importing it by name
+    gets the same module object (no second copy of the kernels in the process)."""
+    import sys
+
+    from course_lib.triton.compile import _import_kernel_module
+
+    c, _ = graph
+    fn = c.call.__globals__["kernel0"].jit_fn.fn
+    assert sys.modules[fn.__module__].kernel0.fn is fn
+    assert _import_kernel_module(fn.__module__, fn.__code__.co_filename) is sys.modules[fn.__module__]

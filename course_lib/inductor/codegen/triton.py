@@ -32,6 +32,7 @@ import importlib.util
 import math
 import os
 import re
+import sys
 
 import sympy
 
@@ -609,6 +610,9 @@ def build(kernels, graph, persistent_rnumel: int | None = None):
     path = env.artefact("inductor", f"triton_{key}.py", lambda tmp: tmp.write_text(source))
     spec = importlib.util.spec_from_file_location(f"course_triton_{key}", path)
     mod = importlib.util.module_from_spec(spec)
+    # Registered under its name, as an import would be: the precompile's jobs (and a worker, or the
+    # parent running a job itself) import the module by that name and find this copy, not a second one.
+    sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
     fns = {}
     for k in kernels:
