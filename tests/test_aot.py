@@ -528,6 +528,7 @@ MORE_OPS = {
     "std": (lambda x: x.std(-1, keepdim=True) * x, (3, 5)),
     "glu": (lambda x: F.glu(x, -1), (3, 4)),
     "vector_norm": (lambda x: x / x.norm(dim=-1, keepdim=True), (3, 5)),
+    "vector_norm_at_zero": (lambda x: torch.linalg.vector_norm(torch.cat([x, x * 0.0]), dim=-1), (2, 3)),  # grad 0
     "pixel_shuffle": (lambda x: F.pixel_shuffle(x, 2), (1, 4, 2, 2)),
 }
 

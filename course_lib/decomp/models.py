@@ -342,11 +342,19 @@ def glu(x: Tensor, dim: int = -1) -> Tensor:
 @register(aten.linalg_vector_norm.default)
 def vector_norm(x: Tensor, ord: float = 2, dim: list[int] | None = None, keepdim: bool = False, *,
                 dtype: torch.dtype | None = None) -> Tensor:  # fmt: skip
-    """The 2-norm (normalising embeddings, CLIP's projections); other orders stay an op."""
+    """The 2-norm (normalising embeddings, CLIP's projections); other orders stay an op.
+
+    At a zero vector sqrt's derivative is infinite and 0 * inf = NaN; torch's gradient there is 0
+    (a subgradient). So a zero sum takes the square root of 1 instead and is put back to 0 by a
+    where, whose rule sends that branch no gradient.
+    """
     if ord != 2 or dtype is not None:
         return NotImplemented
     dims = list(range(x.dim())) if not dim else list(dim)
-    return aten.sqrt.default(aten.sum.dim_IntList(aten.mul.Tensor(x, x), dims, keepdim))
+    total = aten.sum.dim_IntList(aten.mul.Tensor(x, x), dims, keepdim)
+    zero = aten.eq.Scalar(total, 0)
+    root = aten.sqrt.default(aten.where.self(zero, _scalar(1.0, total), total))
+    return aten.where.self(zero, _scalar(0.0, total), root)
 
 
 @register(aten.pixel_shuffle.default)
