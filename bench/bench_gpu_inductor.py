@@ -15,6 +15,9 @@ H200's L2 for every input alone):
   Triton's compile; caches were empty only if the machine was fresh); and, with every cache
   emptied, the first forward of a 12-layer GPT-2: course_lib compiling each kernel at its first
   launch, course_lib's process pool with its kernel cache, and Inductor (``cold_compile``).
+* a tiling sweep (``tiling_sweep``): the long-row and whole-tensor workloads again with other
+  values of course_lib's tiling constants (looped RBLOCK and warps, split count and step), so the
+  chosen defaults are checked against their neighbours in the same run.
 * the generated code: Inductor's output code (its ``triton_poi_`` / ``triton_per_`` / ``triton_red_``
   kernels and their ``@triton_heuristics`` decorators) and course_lib's Triton, for 04c to show
   side by side.
@@ -195,9 +198,88 @@ def _measure(smoke: bool) -> dict:
     if not smoke:
         result["inductor_kind_by_row_length"] = kinds_by_row_length(torch)
         print("Inductor's kernel kind by row length:", result["inductor_kind_by_row_length"], flush=True)
+        if os.environ.get("COURSE_BENCH_SWEEP") != "0":  # =0 skips the tiling sweep (about a minute)
+
+            def time_ms(f, args):
+                return do_bench(lambda: f(*args), warmup=25, rep=100, return_mode="median")
+
+            result["tiling_sweep"] = tiling_sweep(torch, workloads(torch, device, rows, cols), time_ms, copy_bw)
         if os.environ.get("COURSE_BENCH_COLD_COMPILE") != "0":  # =0 skips the three GPT-2 compiles (minutes)
             result["cold_compile"] = cold_compile(torch)
     return result
+
+
+#: course_lib tiling constants tried per workload (``codegen/triton.py``); each dict is one variant.
+#: Long rows: LOOPED_RBLOCK elements a step, LOOPED_ELEMENTS_PER_THREAD of them a thread (warps =
+#: RBLOCK / 32 / that); the last variant makes rows of 32768 persistent (the row held in registers).
+#: Whole tensor: SPLIT_MAX partials, each stepping SPLIT_RBLOCK_MAX elements (warps = step / 512).
+SWEEP = {
+    "layernorm_long": [
+        {"LOOPED_RBLOCK": 2048, "LOOPED_ELEMENTS_PER_THREAD": 16},  # the old tiling: 4 warps
+        {"LOOPED_RBLOCK": 2048, "LOOPED_ELEMENTS_PER_THREAD": 4},  # Inductor's contiguous config: 16 warps
+        {"LOOPED_RBLOCK": 4096, "LOOPED_ELEMENTS_PER_THREAD": 8},
+        {"LOOPED_RBLOCK": 8192, "LOOPED_ELEMENTS_PER_THREAD": 8},
+        {"LOOPED_RBLOCK": 8192, "LOOPED_ELEMENTS_PER_THREAD": 16},
+        {"LOOPED_RBLOCK": 16384, "LOOPED_ELEMENTS_PER_THREAD": 16},
+        {"PERSISTENT_RNUMEL": 32768},
+    ],
+    "sum_all": [
+        {"SPLIT_MAX": 256, "SPLIT_RBLOCK_MAX": 2048},  # the old split
+        {"SPLIT_MAX": 512, "SPLIT_RBLOCK_MAX": 2048},
+        {"SPLIT_MAX": 512, "SPLIT_RBLOCK_MAX": 4096},
+        {"SPLIT_MAX": 1024, "SPLIT_RBLOCK_MAX": 4096},
+        {"SPLIT_MAX": 512, "SPLIT_RBLOCK_MAX": 8192},
+    ],
+}
+SWEEP["softmax_long"] = SWEEP["layernorm_long"]
+
+
+@contextlib.contextmanager
+def _tiling(**constants):
+    """course_lib's Triton tiling constants set for the duration (read at code generation)."""
+    from course_lib.inductor.codegen import triton as tcg
+
+    old = {k: getattr(tcg, k) for k in constants}
+    for k, v in constants.items():
+        setattr(tcg, k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(tcg, k, v)
+
+
+def tiling_sweep(torch, work: dict, time_ms, copy_bw: float | None, sweep: dict = SWEEP) -> list[dict]:
+    """Each variant of :data:`SWEEP` on its workload: course time (``time_ms(fn, args)``), fraction
+    of copy bandwidth, correctness, and the launch's grid and num_warps."""
+    import course_lib.inductor as ind
+    from course_lib import compat
+
+    rows = []
+    for name, variants in sweep.items():
+        fn, args, nbytes = work[name]
+        ref = fn(*args)
+        for constants in variants:
+            row = {"workload": name, **constants}
+            try:
+                with _tiling(**constants):
+                    compat.dynamo_reset()
+                    rec: list = []
+                    course = torch.compile(
+                        fn, backend=lambda gm, ex, rec=rec: ind.compile_fx(gm, ex, codegen="triton", record=rec)
+                    )
+                    row["correct"] = _close(course(*args), ref, torch)
+                code = "\n".join(c.kernel_code for k, c in rec if k == "compiled")
+                row["launches"] = re.findall(r"grid=\((\d+),\).*num_warps=(\d+)\)", code)
+                ms = time_ms(course, args)
+                row["course_ms"] = ms
+                if copy_bw and ms:
+                    row["bw_fraction"] = nbytes / (ms * 1e-3) / copy_bw
+            except Exception as exc:  # record and go on
+                row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            print("sweep:", row, flush=True)
+            rows.append(row)
+    return rows
 
 
 @contextlib.contextmanager

@@ -47,3 +47,20 @@ def test_smoke_run_compiles_every_workload_correctly():
         assert row["course_correct"], row
         assert row["course_kernels"] >= 1, row
         assert "triton.jit" in result["sources"][row["workload"]]["course"]
+
+
+def test_tiling_sweep_tries_each_variant_and_restores_the_defaults():
+    """The sweep's code path on tiny tensors (interpreter, a fake timer): every variant compiles to
+    a correct kernel with its own launch shape, and the codegen constants are back afterwards."""
+    import torch
+
+    from course_lib.inductor.codegen import triton as tcg
+
+    before = (tcg.LOOPED_RBLOCK, tcg.LOOPED_ELEMENTS_PER_THREAD, tcg.PERSISTENT_RNUMEL)
+    work = bench_gpu_inductor.workloads(torch, "cpu", 8, 32)
+    sweep = {"softmax_long": [{"PERSISTENT_RNUMEL": 8, "LOOPED_RBLOCK": 64, "LOOPED_ELEMENTS_PER_THREAD": 1},
+                              {"PERSISTENT_RNUMEL": 8, "LOOPED_RBLOCK": 128, "LOOPED_ELEMENTS_PER_THREAD": 1}]}  # fmt: skip
+    rows = bench_gpu_inductor.tiling_sweep(torch, work, lambda f, a: 1.0, None, sweep)
+    assert [r.get("error") for r in rows] == [None, None] and all(r["correct"] for r in rows), rows
+    assert [r["launches"] for r in rows] == [[("1", "2")], [("1", "4")]]  # 64 / 32 and 128 / 32 warps
+    assert (tcg.LOOPED_RBLOCK, tcg.LOOPED_ELEMENTS_PER_THREAD, tcg.PERSISTENT_RNUMEL) == before

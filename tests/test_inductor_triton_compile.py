@@ -142,7 +142,8 @@ def test_triton_36_specialisation_without_target_still_compiles_the_launch_binar
     KeyError 'target' on the H200 (torch 2.11 / triton 3.6). This fake mirrors 3.6: the installed
     3.9 serialiser's output with the key removed. The capture must add the current target, and the
     pool's compile must still hit the launch's cache key."""
-    from triton.runtime import driver, jit as jit_mod
+    from triton.runtime import driver
+    from triton.runtime import jit as jit_mod
 
     real = jit_mod.serialize_specialization_data
 

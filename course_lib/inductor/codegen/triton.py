@@ -11,7 +11,8 @@ Position: :class:`KernelPlan` -> a Python module of ``@triton.jit`` kernels plus
 * reduction kernel: programs own ``XBLOCK`` rows, and a row is a ``[XBLOCK, RBLOCK]`` tile.
   *Persistent* when the whole row fits one tile (``RBLOCK >= rnumel``): every phase reuses the
   loaded tile, nothing is read twice. Otherwise each phase loops over the row in ``RBLOCK``
-  chunks, accumulating elementwise and reducing the accumulator tile at the end.
+  chunks, accumulating elementwise and reducing the accumulator tile at the end; the loads of
+  every pass but the last ask L2 to keep the row (``eviction_policy='evict_last'``), as Inductor's do.
 * Welford: a looped row whose kernel takes ``sum(x)`` and then ``sum((x - mean) ** 2)`` (layernorm,
   variance) gets both from one pass, each lane keeping a running (mean, M2, count) and the lanes
   merged at the end by the combine rule (Inductor's ``welford_reduce`` and
@@ -97,14 +98,26 @@ def pow_rule(expr) -> str:
 # a persistent tile of one row a program reached 0.95-1.01 of copy bandwidth, the old looped 16 x 256
 # tile 0.40-0.59, because its three passes over 16 rows a program overflowed L2 before the re-reads.
 PERSISTENT_RNUMEL = 8192  # rows up to this length are reduced in one tile held in registers: one read
-LOOPED_RBLOCK = 2048  # longer rows: one row a program, walked in chunks of this many elements
+# Longer rows: one row a program, walked in chunks of LOOPED_RBLOCK elements, 8 a thread (32 warps for
+# 8192). A looped row is read twice (statistics, then the output pass); the second read is cheap only
+# if the row is still in L2. Rows in flight = programs resident at once, and 32-warp programs fit two
+# an SM: 264 rows of 128 KiB (rows of 32768 float32) = 33 MiB, inside the H200's 50 MiB L2. With
+# 2048-element chunks and 4 warps all 2048 rows were resident together (256 MiB): the second read
+# went to DRAM (0.50 of copy bandwidth on the H200). Inductor's reduction configs for such rows
+# (``triton_heuristics``: R0_BLOCK up to 32768, num_warps = R0_BLOCK // 128 up to 32) are as wide.
+LOOPED_RBLOCK = 8192
+LOOPED_ELEMENTS_PER_THREAD = 8
 PROGRAM_TILE = 4096  # elements one program's tile holds: short rows are packed XBLOCK rows a program
 # A whole-tensor reduction (one output: a loss's mean, cross entropy's sum over rows) is split: up to
 # SPLIT_MAX programs each reduce a chunk to a partial, a second one-program kernel reduces the partials
 # (Inductor's split reduction). As one program it ran on one SM of 132, latency-bound (cross entropy's
 # gather of 16384 targets: 8 dependent rounds of DRAM latency, about 40% of that workload's time).
-SPLIT_MAX = 256  # partials at most (a power of two: the second kernel loads them as one tile)
+# Inductor's ``num_splits`` (torch/_inductor/ir.py) aims at about 4 programs an SM for a reduction of
+# 2**26 elements: 512 partials on the H200's 132 SMs. 256 partials of 2048-element steps kept ~2 MiB
+# of loads in flight, half what the memory system needs to stream at full rate (0.50 of copy bw).
+SPLIT_MAX = 512  # partials at most (a power of two: the second kernel loads them as one tile)
 SPLIT_RBLOCK = 512  # smallest chunk step of a split program
+SPLIT_RBLOCK_MAX = 4096  # largest: 16 KiB a step a program, 8 warps
 
 
 def reduction_warps(tile: int) -> int:
@@ -275,11 +288,22 @@ class TritonKernel(Kernel):
         self.split = self.splittable()
         self.ws = {}  # reduction buffer -> (workspace pointer name, dtype) of its partials
         if self.split:
-            self.rblock = min(LOOPED_RBLOCK, max(SPLIT_RBLOCK, next_pow2(-(-self.rnumel // SPLIT_MAX))))
+            step = max(SPLIT_RBLOCK, next_pow2(-(-self.rnumel // SPLIT_MAX)))
+            self.rblock = min(LOOPED_RBLOCK, SPLIT_RBLOCK_MAX, step)
             self.nsplit = min(SPLIT_MAX, next_pow2(-(-self.rnumel // self.rblock)))
             chunk = -(-self.rnumel // self.nsplit)
             self.rchunk = -(-chunk // self.rblock) * self.rblock  # a whole number of RBLOCK steps
             self.ws = {buf: (f"ws_ptr{i}", dtype) for i, (buf, _, _, dtype) in enumerate(self.phases[0].reductions)}
+
+    #: ``tl.load``'s ``eviction_policy`` for the row loads being emitted ("" none): see :meth:`eviction`
+    evict = ""
+
+    def eviction(self, i: int) -> str:
+        """A looped row read by several passes: keep it in L2 for the passes to come (``evict_last``),
+        and let the last pass's read leave first (``evict_first``), as Inductor marks its loads."""
+        if len(self.phases) < 2:
+            return ""
+        return "evict_first" if i == len(self.phases) - 1 else "evict_last"
 
     def splittable(self) -> bool:
         """One output element, a looped row, one pass of combinable reductions and nothing stored
@@ -329,7 +353,10 @@ class TritonKernel(Kernel):
                 v = self.emit(e, outer, inner, mask_inner, mask_outer)
                 index = sympy.sympify(index).xreplace({s: sympy.Symbol(v)})
             mask = mask_inner if dep else mask_outer
-            code = f"tl.load({self.ptrs[expr.buf]} + {tile_index(index)}, {mask}, other=0)"
+            per_row = sympy.sympify(index).free_symbols & set(kernel_vars(self.plan.group)[0])
+            policy = self.evict if per_row else "evict_last"  # a weight that every row reads: keep it
+            evict = f", eviction_policy='{policy}'" if dep and self.evict else ""
+            code = f"tl.load({self.ptrs[expr.buf]} + {tile_index(index)}, {mask}, other=0{evict})"
         else:
             if expr.op == "pow":
                 rule = pow_rule(expr)
@@ -383,7 +410,9 @@ class TritonKernel(Kernel):
                 outer.cse.update(shared.cse)
             else:
                 for i, phase in enumerate(self.phases):
+                    self.evict = self.eviction(i)
                     self.phase(phase, outer, None, looped=True, welford=self.welford.get(i, []))
+                self.evict = ""
             for buf, index, expr, _ in self.plan.outer_stores:
                 v = self.emit(expr, outer, outer, "xmask", "xmask")
                 outer.lines.append(f"tl.store({self.ptrs[buf]} + {tile_index(index)}, {v}, xmask)")
@@ -471,11 +500,14 @@ class TritonKernel(Kernel):
         for part in ("mean", "m2", "n"):
             outer.lines.append(f"{tile}_{part} = tl.zeros([XBLOCK, RBLOCK], {t})")
         v = self.emit(w.value, outer, inner, mask, "xmask")
-        n, delta, mean = self.tmp(), self.tmp(), self.tmp()
+        n, inv, delta, mean = self.tmp(), self.tmp(), self.tmp(), self.tmp()
+        # Every lane that updates in step k (roffset = k * RBLOCK) has updated in each step before:
+        # its count is k + 1, one scalar for the tile. One reciprocal a step, not a division an element.
         inner.lines += [
             f"{n} = {tile}_n + 1",
+            f"{inv} = tl.full([1, 1], 1, {t}) / (roffset // RBLOCK + 1)",
             f"{delta} = {v} - {tile}_mean",
-            f"{mean} = {tile}_mean + {delta} / {n}",
+            f"{mean} = {tile}_mean + {delta} * {inv}",
             f"{tile}_m2 = tl.where({mask}, {tile}_m2 + {delta} * ({v} - {mean}), {tile}_m2)",
             f"{tile}_mean = tl.where({mask}, {mean}, {tile}_mean)",
             f"{tile}_n = tl.where({mask}, {n}, {tile}_n)",
@@ -528,8 +560,13 @@ class TritonKernel(Kernel):
         return max(1, min(next_pow2(self.xnumel), PROGRAM_TILE // self.rblock))
 
     def num_warps(self) -> int:
-        """Pointwise kernels keep Triton's default (4); reductions scale with the program's tile."""
-        return reduction_warps(self.xblock() * self.rblock) if self.reduction else 4
+        """Pointwise kernels keep Triton's default (4); reductions scale with the program's tile
+        (a looped row: LOOPED_ELEMENTS_PER_THREAD elements a thread a step, 2 to 32 warps)."""
+        if not self.reduction:
+            return 4
+        if not self.persistent:
+            return max(2, min(32, self.rblock // (32 * LOOPED_ELEMENTS_PER_THREAD)))
+        return reduction_warps(self.xblock() * self.rblock)
 
     def launcher(self) -> str:
         """``launch_<name>(tensors...)``: the kernel's launch with everything but the tensors fixed
