@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from course_lib import decomp
-from course_lib.aot.rules import DERIVATIVES, NOT_DIFFERENTIABLE
+from course_lib.aot.rules import DERIVATIVES, has_no_gradient
 from course_lib.fx import Graph, Node, fetch_attr, map_arg
 
 aten = torch.ops.aten
@@ -62,7 +62,7 @@ def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int]) -
     for n, t in zip(out_nodes, tangents):
         _accumulate(grad, n, t)
     for node in reversed(graph.nodes):
-        if node.op != "call_function" or node not in grad or node.target in NOT_DIFFERENTIABLE:
+        if node.op != "call_function" or node not in grad or has_no_gradient(node.target, env[node]):
             continue
         if node.target is operator.getitem:  # one output of a multi-output op: collect per index
             base, index = node.args
@@ -164,8 +164,28 @@ def joint_graph(fn: Callable, *args: Any, wrt: list[int] | None = None) -> Joint
 
     graph = decomp.trace(joint, *plain, *tangents)
     graph.eliminate_dead_code()
+    _trim_output_masks(graph)
     _rename_placeholders(graph, n)
     return Joint(graph, n, n_out, wrt, forward, func.mutated)
+
+
+# Multi-output backward externs that take an ``output_mask``: which gradients to compute at all.
+MASKED_BACKWARDS = {aten.convolution_backward.default: 10}
+
+
+def _trim_output_masks(graph: Graph) -> None:
+    """Ask a backward extern only for the gradients the graph reads. The convolution rule asks
+    ``convolution_backward`` for every gradient; when nothing reads one (a CNN's first convolution:
+    the pixels need no gradient), dead-code elimination has removed its ``getitem``, so the mask
+    entry goes to False and the library skips that work, as torch's autograd does by passing
+    ``output_mask`` from ``needs_input_grad`` (tools/autograd/derivatives.yaml, ``grad_input_mask``)."""
+    for node in graph.nodes:
+        pos = MASKED_BACKWARDS.get(node.target) if node.op == "call_function" else None
+        if pos is None or len(node.args) <= pos:
+            continue
+        read = {u.args[1] for u in node.users if u.target is operator.getitem}
+        mask = [bool(m) and i in read for i, m in enumerate(node.args[pos])]
+        node.args = (*node.args[:pos], mask, *node.args[pos + 1 :])
 
 
 def _rename_placeholders(graph: Graph, num_primals: int) -> None:

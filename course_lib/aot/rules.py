@@ -432,8 +432,22 @@ def avg_pool2d(g: Tensor, out: Tensor, x: Tensor, kernel_size, stride=(), paddin
 
 NOT_DIFFERENTIABLE = frozenset(
     {aten.scalar_tensor.default, torch.ops.prims.iota.default, aten.gt.Scalar, aten.gt.Tensor, aten.lt.Scalar, aten.lt.Tensor, aten.ge.Scalar,
-     aten.le.Scalar, aten.eq.Scalar, aten.eq.Tensor, aten.ne.Scalar}
+     aten.le.Scalar, aten.eq.Scalar, aten.eq.Tensor, aten.ne.Scalar,
+     # factories: a tensor argument only lends its dtype/device/shape, no value flows to the output
+     aten.new_ones.default, aten.new_zeros.default, aten.new_full.default, aten.new_empty.default,
+     aten.new_empty_strided.default, aten.ones_like.default, aten.zeros_like.default, aten.full_like.default,
+     aten.empty_like.default, aten.full.default, aten.zeros.default, aten.ones.default, aten.empty.memory_format}
 )  # fmt: skip
+
+
+def has_no_gradient(op, out) -> bool:
+    """True when nothing flows back through ``op``: a listed op, or one whose results are all
+    integer or boolean tensors (comparisons, argmax, masks), which carry no gradient in torch either."""
+    if op in NOT_DIFFERENTIABLE:
+        return True
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    tensors = [o for o in outs if isinstance(o, Tensor)]
+    return bool(tensors) and not any(o.dtype.is_floating_point or o.dtype.is_complex for o in tensors)
 
 
 def vjp(op, grad: Tensor, *args, **kwargs) -> tuple:
