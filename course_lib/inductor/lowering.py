@@ -747,6 +747,7 @@ def _inline_indirect(ctx, body, s, bound, ranges, depth=0):
             and prod.kind == "pointwise"
             and not ld.indirect
             and prod.stride == contiguous_strides(prod.shape)
+            and not reads_index_values(prod.body)
         ):
             if not any(l2.indirect for l2 in loads(prod.body)):
                 idx = decompose(ld.index, prod.shape, ranges)
@@ -765,9 +766,21 @@ def _pointwise_producer(ctx, x: TensorValue):
     b = next((b for b in ctx.buffers if b.name == buf), None)
     if b is None or b.kind != "pointwise" or offset or tuple(b.shape) != tuple(x.shape) or tuple(strides) != b.stride:
         return None
-    if any(ld.indirect for ld in loads(b.body)):
+    if any(ld.indirect for ld in loads(b.body)) or reads_index_values(b.body):
         return None
     return b
+
+
+def reads_index_values(expr) -> bool:
+    """Does ``expr`` use a loop index as a value (an iota, a position mask)? Such a producer is not
+    recomputed at a gathered index: its index value would need the gather's binding as well."""
+    if isinstance(expr, IndexValue):
+        return True
+    if isinstance(expr, Op):
+        return any(reads_index_values(a) for a in expr.args)
+    if isinstance(expr, Load):
+        return any(reads_index_values(e) for _, e in expr.indirect)
+    return False
 
 
 def make_reduction(rtype: str):
