@@ -78,8 +78,8 @@ def test_mobilenet_is_ill_conditioned_under_tf32():
     assert real_models.tf32_sensitivity("convnext")[0] < 0.02
 
 
-#: one backward graph's C++ kernel does not build (a slice-backward iota fused into a loop without its dim)
-KNOWN_MORE = {n: "course C++ codegen: 'indN' was not declared (strict: no eager fallback)" for n in ("gpt_neox", "phi")}
+#: architectures of MORE known to fail strict (none since b232bc6 fixed GPT-NeoX's and Phi's partial rotary)
+KNOWN_MORE: dict[str, str] = {}
 
 
 @pytest.mark.skipif(os.environ.get("COURSE_REAL_MODELS_MORE") != "1",
