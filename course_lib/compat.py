@@ -1009,8 +1009,10 @@ def triton_compile_specialization(kernel, spec: str):
     signature = {k: tuple(v) if isinstance(v, list) else v for k, v in d["signature"].items()}
     options = {k: tuple(v) if isinstance(v, list) else v for k, v in d["options"].items()}
     if "target" not in d:
-        raise CompatError("this specialisation has no 'target' (Triton 3.6 writes none); "
-                          "make it with triton_capture_specialization, which adds the current device's")
+        raise CompatError(
+            "this specialisation has no 'target' (Triton 3.6 writes none); "
+            "make it with triton_capture_specialization, which adds the current device's"
+        )
     src = require("triton.compiler", "ASTSource")(triton_jit_function(kernel), signature, consts, attrs)
     with triton_compile_scope(kernel):
         return triton.compile(src, target=gpu_target(**d["target"]), options=options)

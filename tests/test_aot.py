@@ -513,7 +513,9 @@ def test_gather_picking_an_element_many_times_trains_like_eager():
 
 def test_group_norm_and_weight_norm_train_like_eager():
     """Wav2Vec2's feature extractor (group norm) and positional convolution (weight norm)."""
-    _grads_match_autograd(lambda x, w, b: F.group_norm(x, 2, w, b), torch.randn(2, 4, 5), torch.randn(4), torch.randn(4))
+    _grads_match_autograd(
+        lambda x, w, b: F.group_norm(x, 2, w, b), torch.randn(2, 4, 5), torch.randn(4), torch.randn(4)
+    )
     _grads_match_autograd(lambda v, g: torch._weight_norm(v, g, 2) * v, torch.randn(4, 3, 5), torch.randn(1, 1, 5))
 
 

@@ -728,7 +728,9 @@ def test_value_numbering_checked_on_random_programs_against_a_pairwise_oracle():
     from course_lib import ir
     from course_lib.ir import passes, randprog
 
-    progs = [randprog.value_numbering_program(seed) for seed in range(15)] + [randprog.generate(s) for s in range(500, 510)]
+    progs = [randprog.value_numbering_program(seed) for seed in range(15)] + [
+        randprog.generate(s) for s in range(500, 510)
+    ]
     fns = [ir.to_ssa(ir.from_source(q.source, q.name, q.arg_types)) for q in progs]
     expected = [{b.label: passes.redundant_pairs(b) for b in fn.blocks} for fn in fns]
     labels = [f"program {q.seed}" for q in progs]

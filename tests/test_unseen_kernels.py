@@ -88,7 +88,9 @@ def test_unsupported_instruction_names_it_and_its_ptx_line():
     s = _stages("casts")  # fp8 conversion: cvt.rn.satfinite.e4m3x2.f32
     x = torch.randn(64)
     outs = [torch.zeros(64).half(), torch.zeros(64).bfloat16(), torch.zeros(64), torch.zeros(64).char()]
-    with pytest.raises(ptx_exec.UnsupportedInstruction, match=r"unsupported instruction `cvt\..*e4m3x2.*` at PTX line \d+") as e:
+    with pytest.raises(
+        ptx_exec.UnsupportedInstruction, match=r"unsupported instruction `cvt\..*e4m3x2.*` at PTX line \d+"
+    ) as e:
         ptx_exec.run_ptx(s.raw["ptx"], None, (1,), (128,), [x, *outs, 64])
     line = s.raw["ptx"].splitlines()[e.value.instr.line - 1]
     assert "e4m3x2" in line

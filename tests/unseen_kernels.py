@@ -389,39 +389,127 @@ def _tuned_check():
 
 F32, I32 = "*fp32", "i32"
 CASES = [
-    Case("ln_fwd", ln_fwd, dict(X=F32, Y=F32, W=F32, B=F32, Mean=F32, Rstd=F32, stride=I32, N=I32, eps="fp32",
-                                BLOCK_N="constexpr"), {"BLOCK_N": 64}, _ln_check),  # fmt: skip
-    Case("ln_bwd_dwdb", ln_bwd_dwdb, dict(DY=F32, X=F32, Mean=F32, Rstd=F32, DW=F32, DB=F32, Lock="*i32", stride=I32,
-                                          N=I32, GROUP="constexpr", BLOCK_N="constexpr"),
-         {"GROUP": 2, "BLOCK_N": 64}, _ln_check),  # fmt: skip
-    Case("dropout", dropout, dict(X=F32, Out=F32, n=I32, p="fp32", seed=I32, BLOCK="constexpr"), {"BLOCK": 128},
-         _dropout_check),
-    Case("softmax_rows", softmax_rows, dict(X=F32, Y=F32, n_rows=I32, n_cols=I32, stride=I32, ROWS="constexpr",
-                                            BLOCK="constexpr"), {"ROWS": 4, "BLOCK": 64}, _softmax_check),  # fmt: skip
-    Case("softmax_online", softmax_online, dict(X=F32, Y=F32, n_cols=I32, stride=I32, BLOCK="constexpr"),
-         {"BLOCK": 128}, _softmax_check),
-    Case("grouped_gemm", grouped_gemm, dict(A_ptrs="*i64", B_ptrs="*i64", C_ptrs="*i64", Ms="*i32", N=I32, K=I32,
-                                            BM="constexpr", BN="constexpr", BK="constexpr"),
-         {"BM": 64, "BN": 64, "BK": 32}, _grouped_check),  # fmt: skip
-    Case("casts", casts, dict(X=F32, O16="*fp16", OBF="*bf16", O8=F32, OI8="*i8", n=I32, BLOCK="constexpr"),
-         {"BLOCK": 256}, _casts_check),
+    Case(
+        "ln_fwd",
+        ln_fwd,
+        dict(X=F32, Y=F32, W=F32, B=F32, Mean=F32, Rstd=F32, stride=I32, N=I32, eps="fp32", BLOCK_N="constexpr"),
+        {"BLOCK_N": 64},
+        _ln_check,
+    ),  # fmt: skip
+    Case(
+        "ln_bwd_dwdb",
+        ln_bwd_dwdb,
+        dict(
+            DY=F32,
+            X=F32,
+            Mean=F32,
+            Rstd=F32,
+            DW=F32,
+            DB=F32,
+            Lock="*i32",
+            stride=I32,
+            N=I32,
+            GROUP="constexpr",
+            BLOCK_N="constexpr",
+        ),
+        {"GROUP": 2, "BLOCK_N": 64},
+        _ln_check,
+    ),  # fmt: skip
+    Case(
+        "dropout",
+        dropout,
+        dict(X=F32, Out=F32, n=I32, p="fp32", seed=I32, BLOCK="constexpr"),
+        {"BLOCK": 128},
+        _dropout_check,
+    ),
+    Case(
+        "softmax_rows",
+        softmax_rows,
+        dict(X=F32, Y=F32, n_rows=I32, n_cols=I32, stride=I32, ROWS="constexpr", BLOCK="constexpr"),
+        {"ROWS": 4, "BLOCK": 64},
+        _softmax_check,
+    ),  # fmt: skip
+    Case(
+        "softmax_online",
+        softmax_online,
+        dict(X=F32, Y=F32, n_cols=I32, stride=I32, BLOCK="constexpr"),
+        {"BLOCK": 128},
+        _softmax_check,
+    ),
+    Case(
+        "grouped_gemm",
+        grouped_gemm,
+        dict(
+            A_ptrs="*i64",
+            B_ptrs="*i64",
+            C_ptrs="*i64",
+            Ms="*i32",
+            N=I32,
+            K=I32,
+            BM="constexpr",
+            BN="constexpr",
+            BK="constexpr",
+        ),
+        {"BM": 64, "BN": 64, "BK": 32},
+        _grouped_check,
+    ),  # fmt: skip
+    Case(
+        "casts",
+        casts,
+        dict(X=F32, O16="*fp16", OBF="*bf16", O8=F32, OI8="*i8", n=I32, BLOCK="constexpr"),
+        {"BLOCK": 256},
+        _casts_check,
+    ),
     Case("gelu_tanh", gelu_tanh, dict(X=F32, Y=F32, n=I32, BLOCK="constexpr"), {"BLOCK": 256}, _gelu_check),
-    Case("cumsum_argmax", cumsum_argmax, dict(X=F32, S=F32, AM="*i32", n=I32, BLOCK="constexpr"), {"BLOCK": 32},
-         _scan_check),
-    Case("histogram", histogram, dict(X="*i32", H="*i32", n=I32, BINS="constexpr", BLOCK="constexpr"),
-         {"BINS": 8, "BLOCK": 64}, _hist_check),
-    Case("add3d", add3d, dict(X=F32, Y=F32, Out=F32, sx0=I32, sx1=I32, sx2=I32, D0=I32, D1=I32, D2=I32,
-                              B1="constexpr", B2="constexpr"), {"B1": 4, "B2": 32}, _add3d_check),  # fmt: skip
-    Case("transpose_const", transpose_const, dict(X=F32, Y=F32, M=I32, N=I32, SXM="constexpr", SYM="constexpr",
-                                                  BM="constexpr", BN="constexpr"),
-         {"SXM": 1024, "SYM": 1024, "BM": 32, "BN": 32}, _transpose_check),  # fmt: skip
-    Case("matmul_k_loop", matmul_k_loop, dict(A="*fp16", B="*fp16", C="*fp16", M=I32, N=I32, K=I32, BM="constexpr",
-                                              BN="constexpr", BK="constexpr"),
-         {"BM": 64, "BN": 64, "BK": 32}, _matmul_check),  # fmt: skip
-    Case("row_sum_atomic", row_sum_atomic, dict(X=F32, Out=F32, n_cols=I32, BLOCK="constexpr"), {"BLOCK": 128},
-         _rowsum_check),
-    Case("scale_heur", scale_heur, dict(X=F32, Y=F32, n=I32, alpha="fp32", BLOCK="constexpr", EVEN="constexpr"),
-         {"BLOCK": 128, "EVEN": False}, _heur_check),
+    Case(
+        "cumsum_argmax",
+        cumsum_argmax,
+        dict(X=F32, S=F32, AM="*i32", n=I32, BLOCK="constexpr"),
+        {"BLOCK": 32},
+        _scan_check,
+    ),
+    Case(
+        "histogram",
+        histogram,
+        dict(X="*i32", H="*i32", n=I32, BINS="constexpr", BLOCK="constexpr"),
+        {"BINS": 8, "BLOCK": 64},
+        _hist_check,
+    ),
+    Case(
+        "add3d",
+        add3d,
+        dict(X=F32, Y=F32, Out=F32, sx0=I32, sx1=I32, sx2=I32, D0=I32, D1=I32, D2=I32, B1="constexpr", B2="constexpr"),
+        {"B1": 4, "B2": 32},
+        _add3d_check,
+    ),  # fmt: skip
+    Case(
+        "transpose_const",
+        transpose_const,
+        dict(X=F32, Y=F32, M=I32, N=I32, SXM="constexpr", SYM="constexpr", BM="constexpr", BN="constexpr"),
+        {"SXM": 1024, "SYM": 1024, "BM": 32, "BN": 32},
+        _transpose_check,
+    ),  # fmt: skip
+    Case(
+        "matmul_k_loop",
+        matmul_k_loop,
+        dict(A="*fp16", B="*fp16", C="*fp16", M=I32, N=I32, K=I32, BM="constexpr", BN="constexpr", BK="constexpr"),
+        {"BM": 64, "BN": 64, "BK": 32},
+        _matmul_check,
+    ),  # fmt: skip
+    Case(
+        "row_sum_atomic",
+        row_sum_atomic,
+        dict(X=F32, Out=F32, n_cols=I32, BLOCK="constexpr"),
+        {"BLOCK": 128},
+        _rowsum_check,
+    ),
+    Case(
+        "scale_heur",
+        scale_heur,
+        dict(X=F32, Y=F32, n=I32, alpha="fp32", BLOCK="constexpr", EVEN="constexpr"),
+        {"BLOCK": 128, "EVEN": False},
+        _heur_check,
+    ),
     Case("relu_tuned", relu_tuned, dict(X=F32, Y=F32, n=I32, BLOCK="constexpr"), {"BLOCK": 128}, _tuned_check),
 ]
 

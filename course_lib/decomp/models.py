@@ -323,7 +323,9 @@ def cumsum(x: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
     j, i_plus_1 = aten.view.default(_iota(n, x), [n, 1]), aten.view.default(_iota(n, x, 1), [1, n])
     upto = aten.lt.Tensor(j, i_plus_1)  # j <= i
     terms = aten.where.self(upto, aten.view.default(xl, [*lead, n, 1]), _scalar(0, xl))  # (.., j, i)
-    return aten.permute.default(aten.sum.dim_IntList(terms, [len(lead)], False), [last.index(d) for d in range(x.dim())])
+    return aten.permute.default(
+        aten.sum.dim_IntList(terms, [len(lead)], False), [last.index(d) for d in range(x.dim())]
+    )
 
 
 @register(aten.std.correction)

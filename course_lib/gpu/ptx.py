@@ -135,7 +135,9 @@ def _entry_text(ptx: str, name: str) -> tuple[str, str, int]:
     if not m:
         opened = re.search(r"\.entry\s+" + re.escape(name) + r"\s*\(", ptx)
         if opened:
-            raise PtxSyntaxError(f"line {_line_of(ptx, opened.end())}: the parameter list of .entry {name} is not closed")
+            raise PtxSyntaxError(
+                f"line {_line_of(ptx, opened.end())}: the parameter list of .entry {name} is not closed"
+            )
         raise PtxSyntaxError(f"no .entry {name!r} in this PTX (it has: {', '.join(kernel_names(ptx)) or 'none'})")
     start = ptx.find("{", m.end())
     if start < 0:

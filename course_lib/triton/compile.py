@@ -169,7 +169,9 @@ def compile_stages(kernel, signature: dict, constexprs: dict | None = None, targ
 
 
 #: Triton's argument type strings (``"*fp16"``: pointer to fp16); ``tensordesc<...>`` passes as is.
-_ARG_TYPE = re.compile(r"^(\*k?)?(i1|i8|i16|i32|i64|u1|u8|u16|u32|u64|fp8\w*|fp16|bf16|fp32|fp64)$|^constexpr$|^tensordesc")
+_ARG_TYPE = re.compile(
+    r"^(\*k?)?(i1|i8|i16|i32|i64|u1|u8|u16|u32|u64|fp8\w*|fp16|bf16|fp32|fp64)$|^constexpr$|^tensordesc"
+)
 
 
 def _check_arguments(kernel, signature: dict, constexprs: dict | None) -> None:
@@ -188,8 +190,10 @@ def _check_arguments(kernel, signature: dict, constexprs: dict | None) -> None:
     bad = {a: t for a, t in signature.items() if not isinstance(t, str) or not _ARG_TYPE.match(t)}
     if bad:
         raise ValueError(f"unknown Triton types {bad}: use e.g. '*fp32', '*bf16', 'i32', 'fp32' or 'constexpr'")
-    given = {names[k[0]] if isinstance(k, tuple) and k and isinstance(k[0], int) and k[0] < len(names) else k
-             for k in (constexprs or {})}  # fmt: skip  (keys may be names or Triton's (index,) tuples)
+    given = {
+        names[k[0]] if isinstance(k, tuple) and k and isinstance(k[0], int) and k[0] < len(names) else k
+        for k in (constexprs or {})
+    }  # fmt: skip  (keys may be names or Triton's (index,) tuples)
     unset = [a for a, t in signature.items() if t == "constexpr" and a not in given]
     if unset:
         raise ValueError(f"constexpr arguments without a value: {unset}; pass constexprs={{{unset[0]!r}: ...}}")
