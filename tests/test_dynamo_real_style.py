@@ -123,3 +123,26 @@ def test_new_shapes_recompile_as_torch_compile_does(name):
     for x in inputs:
         torch.testing.assert_close(opt(x), fn(x))
     assert opt.calls.count("compile") == len(compiles), (name, opt.calls, compiles)
+
+
+def test_a_tracer_bug_is_a_graph_break_not_a_jump_into_the_users_except(monkeypatch):
+    """An AttributeError raised by course_lib's own handler code is not the user's exception: it is
+    reported as something course_lib cannot model (a graph break; here, where the handler fails even
+    when run eagerly, a clear error) instead of silently running the user's ``except`` branch."""
+    from course_lib.dynamo import symbolic_convert as sc
+    from course_lib.dynamo.exc import Unsupported
+
+    def broken(self, inst):
+        sc._raised_in_course_lib(None)  # an AttributeError whose innermost frame is in course_lib
+
+    monkeypatch.setattr(sc.InstructionTranslator, "BINARY_OP", broken)
+
+    def f(x):
+        try:
+            y = x + 1
+        except AttributeError:
+            y = x - 100
+        return y
+
+    with pytest.raises(Unsupported, match="could not model BINARY_OP"):
+        dynamo.optimize("python")(f)(torch.randn(4))

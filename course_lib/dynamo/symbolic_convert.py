@@ -127,6 +127,33 @@ _GENERATOR_FLAGS = (
 )
 
 
+# Exceptions that, raised by the tracer's own code, mean "course_lib cannot model this" rather than
+# "the user's code raised": they become a graph break (eager is always right), never a jump into the
+# user's ``except`` block. Dynamo likewise routes only ObservedException into user handlers.
+INTERNAL_ERRORS = (AttributeError, TypeError, NameError, AssertionError, NotImplementedError, RecursionError)
+USER_RAISES = ("RAISE_VARARGS", "RERAISE")  # the user's own raise statements always reach their handlers
+_HERE = __file__.rsplit("/", 2)[0]  # course_lib/dynamo's parent: course_lib/
+
+
+def run_handler(handler, inst: Instr) -> None:
+    """Run one opcode handler; an internal-looking error raised in course_lib becomes Unsupported."""
+    try:
+        handler(inst)
+    except Unsupported:
+        raise
+    except INTERNAL_ERRORS as exc:
+        if inst.opname in USER_RAISES or not _raised_in_course_lib(exc):
+            raise
+        raise Unsupported(f"course_lib.dynamo could not model {inst.opname} ({type(exc).__name__}: {exc})") from exc
+
+
+def _raised_in_course_lib(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_HERE)
+
+
 class InstructionTranslator:
     """Symbolically executes one frame. ``parent`` is set for an inlined call (InliningInstructionTranslator)."""
 
@@ -208,14 +235,14 @@ class InstructionTranslator:
         if self.parent is not None:  # an inlined frame: a break is handled by the outermost frame
             if handler is None:
                 raise Unsupported(f"opcode {inst.opname} is not handled")
-            handler(inst)
+            run_handler(handler, inst)
             return
         saved = (list(self.stack), dict(self.locals), self.kw_names, self.output.snapshot())
         self.track_comprehension(inst, saved)
         try:
             if handler is None:
                 raise Unsupported(f"opcode {inst.opname} is not handled")
-            handler(inst)
+            run_handler(handler, inst)
             if self.eager:
                 self.refresh_containers()
         except Unsupported as exc:
