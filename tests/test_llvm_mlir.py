@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import course_lib  # noqa: F401  (sets Triton's mode first)
+from course_lib import compat
 from course_lib.llvm import mlir
 
 
@@ -51,3 +52,21 @@ def test_loop_carried_values_become_block_arguments_then_phis():
     ]
     phis = [ln for ln in mlir.ops_with_block_arguments(llir) if "phi" in ln]
     assert any("phi float" in ln for ln in phis) and any("phi i32" in ln for ln in phis)
+
+
+def test_int_attributes_from_printed_text_match_the_bindings(monkeypatch):
+    """Triton 3.6's bindings have no ``operation.get_int_attr``; the printed module gives the same records."""
+    from course_lib.triton import passes
+
+    run = passes.run_passes(mlir.sum_kernel, mlir.SUM_SIGNATURE, {"BLOCK": 32}, stages=("ttir",), num_warps=1)
+    names = ("start", "end", "axis", "predicate", "value")
+    from_bindings = mlir.int_attributes(run.live[1], names)
+    from_text = mlir.int_attributes_from_text(compat.triton_module_text(run.live[1]), names)
+    assert from_text == from_bindings
+    assert ("arith.cmpi", {"predicate": 2}) in from_text  # slt
+
+    def no_get_int_attr(module, names):
+        raise compat.CompatError("triton's ir.operation has no get_int_attr in this version")
+
+    monkeypatch.setattr(compat, "triton_module_ops", no_get_int_attr)  # what Triton 3.6 answers
+    assert mlir.int_attributes(run.live[1], names) == from_bindings

@@ -161,7 +161,38 @@ def int_attributes(module, names: tuple[str, ...] = ("start", "end", "axis", "pr
     """``(op name, {attribute: value})`` for every op of a live module carrying one of the integer
     attributes ``names`` (read with the bindings' ``operation.get_int_attr``, through compat).
     ``arith.cmpi``'s ``predicate`` is an enum: 2 is ``slt``."""
-    return [(rec["name"], rec["attrs"]) for rec in compat.triton_module_ops(module, names) if rec["attrs"]]
+    try:
+        return [(rec["name"], rec["attrs"]) for rec in compat.triton_module_ops(module, names) if rec["attrs"]]
+    except compat.CompatError:  # Triton 3.6's bindings have no get_int_attr: read the printed module
+        return int_attributes_from_text(compat.triton_module_text(module), names)
+
+
+CMPI_PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")  # MLIR's arith enum order
+_OP = re.compile(r'^\s*(?:%[\w#:, %]+ = )?"?([a-z_]+\.[\w.]+)"?')
+
+
+def int_attributes_from_text(text: str, names: tuple[str, ...]) -> list:
+    """The same records as :func:`int_attributes`, read from MLIR's printed form instead of the
+    bindings: ``{name = 32 : i32}`` / ``<{axis = 0 : i32}>`` dictionaries, ``arith.constant 7 : i32``
+    (the ``value``) and ``arith.cmpi slt`` (the ``predicate`` enum, printed by name)."""
+    out = []
+    for line in text.splitlines():
+        m = _OP.match(line)
+        if not m:
+            continue
+        op, rest, attrs = m.group(1), line[m.end() :], {}
+        for name, value in re.findall(r"\b(\w+) = (-?\d+) : i\d+", rest):
+            if name in names:
+                attrs[name] = int(value)
+        const = re.match(r"\s+(-?\d+) : i\d+", rest) if op == "arith.constant" else None
+        if const and "value" in names:
+            attrs["value"] = int(const.group(1))
+        pred = re.match(r"\s+(\w+),", rest) if op == "arith.cmpi" else None
+        if pred and pred.group(1) in CMPI_PREDICATES and "predicate" in names:
+            attrs["predicate"] = CMPI_PREDICATES.index(pred.group(1))
+        if attrs:
+            out.append((op, attrs))
+    return out
 
 
 def count(op: Op) -> dict[str, int]:
