@@ -1168,3 +1168,21 @@ def inductor_reinterpret_tensor():
         return torch.as_strided(t, size, stride, t.storage_offset() + offset)
 
     return reinterpret_tensor
+
+
+# ---------------------------------------------------------------------------
+# torch.backends flags (torch/backends/__init__.py)
+# ---------------------------------------------------------------------------
+
+
+def torch_backend_flags_mutable():
+    """A context in which ``torch.backends.cudnn.*`` flags may be assigned. Importing
+    ``torch.testing._internal.common_utils`` (the OpInfo tests do) freezes them for the process
+    (``disable_global_flags``); torch's own ``cudnn.flags()`` context managers unfreeze them with
+    the private ``__allow_nonbracketed_mutation``, which is what this returns where it exists."""
+    import contextlib
+
+    import torch.backends
+
+    unfreeze = getattr(torch.backends, "__allow_nonbracketed_mutation", None)
+    return unfreeze() if unfreeze is not None else contextlib.nullcontext()

@@ -94,3 +94,17 @@ def test_more_real_models_match_eager(name, strict):
     torch.manual_seed(0)
     result = real_models.compare(name, backend="course_lib")
     assert result.ok(), result
+
+
+def test_tf32_switch_works_after_torch_testing_froze_the_backend_flags(monkeypatch):
+    """The OpInfo tests import torch.testing's common_utils, which freezes torch.backends' flags for
+    the whole process (under xdist, for every later test in that worker): compare() must still run."""
+    import torch.backends
+
+    flags = torch.backends.flags_frozen.__globals__  # the module's globals (disable_global_flags() writes there)
+    monkeypatch.setitem(flags, "__allow_nonbracketed_mutation_flag", False)
+    assert torch.backends.flags_frozen()
+    with real_models.tf32(True):
+        assert torch.backends.cudnn.allow_tf32
+    with real_models.tf32(False):
+        assert not torch.backends.cudnn.allow_tf32

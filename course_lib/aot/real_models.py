@@ -17,6 +17,8 @@ from collections.abc import Callable
 
 import torch
 
+from course_lib import compat
+
 
 @dataclasses.dataclass(frozen=True)
 class RealModel:
@@ -249,11 +251,13 @@ def tf32(enabled: bool):
     """Let cuDNN convolutions and cuBLAS matmuls round their fp32 operands to TF32 (10 mantissa
     bits) or not, for the duration. torch's defaults on a GPU: convolutions on, matmuls off."""
     saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = enabled
+    with compat.torch_backend_flags_mutable():  # frozen once torch.testing's common_utils is imported
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = enabled
     try:
         yield
     finally:
-        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+        with compat.torch_backend_flags_mutable():
+            torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def compare(name: str, backend="course_lib", device: str = "cpu", allow_tf32: bool = False,
