@@ -62,13 +62,11 @@ def test_compare_runs_in_fp32_and_restores_tf32():
         return gm.forward
 
     before = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
-    torch.backends.cudnn.allow_tf32 = True
-    try:
+    with real_models.tf32(True):  # the flags may be frozen in this process (see the next test)
         assert real_models.compare("gpt2", backend=spy).ok()
         assert seen and all(flags == (False, False) for flags in seen)
         assert torch.backends.cudnn.allow_tf32 is True
-    finally:
-        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
+    assert (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32) == before
 
 
 def test_mobilenet_is_ill_conditioned_under_tf32():
