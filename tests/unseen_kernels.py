@@ -83,23 +83,31 @@ def softmax_rows(X, Y, n_rows, n_cols, stride, ROWS: tl.constexpr, BLOCK: tl.con
 
 
 @triton.jit
-def softmax_online(X, Y, n_cols, stride, BLOCK: tl.constexpr):
-    # one row per program, a loop over column blocks with the running max (online softmax)
-    row = tl.program_id(0)
-    m = tl.full([BLOCK], -float("inf"), tl.float32)
-    s = tl.zeros([BLOCK], tl.float32)
+def softmax_tiled(X, Y, n_rows, n_cols, stride, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    # ROWS rows a program, a [ROWS, BLOCK] tile at a time: a max pass, then a pass that writes the
+    # unnormalised exponentials and sums them, then a pass that rescales Y in place (no running max)
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    row_ok = rows[:, None] < n_rows
+    peak = tl.full([ROWS], -float("inf"), tl.float32)
     for start in range(0, n_cols, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        x = tl.load(X + row * stride + cols, mask=cols < n_cols, other=-float("inf"))
-        m_new = tl.maximum(m, x)
-        s = s * tl.exp(m - m_new) + tl.exp(x - m_new)
-        m = m_new
-    mx = tl.max(m, axis=0)
-    total = tl.sum(s * tl.exp(m - mx), axis=0)
+        tile = tl.load(X + rows[:, None] * stride + cols[None, :], mask=row_ok & (cols[None, :] < n_cols),
+                       other=-float("inf"))  # fmt: skip
+        peak = tl.maximum(peak, tl.max(tile, axis=1))
+    total = tl.zeros([ROWS], tl.float32)
     for start in range(0, n_cols, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        x = tl.load(X + row * stride + cols, mask=cols < n_cols, other=-float("inf"))
-        tl.store(Y + row * stride + cols, tl.exp(x - mx) / total, mask=cols < n_cols)
+        inside = row_ok & (cols[None, :] < n_cols)
+        tile = tl.load(X + rows[:, None] * stride + cols[None, :], mask=inside, other=0.0)
+        e = tl.where(inside, tl.exp(tile - peak[:, None]), 0.0)
+        total += tl.sum(e, axis=1)
+        tl.store(Y + rows[:, None] * stride + cols[None, :], e, mask=inside)
+    scale = 1.0 / tl.where(rows < n_rows, total, 1.0)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        inside = row_ok & (cols[None, :] < n_cols)
+        ptrs = Y + rows[:, None] * stride + cols[None, :]
+        tl.store(ptrs, tl.load(ptrs, mask=inside) * scale[:, None], mask=inside)
 
 
 # ------------------------------------------------------------------ grouped GEMM with pointer arrays
@@ -285,7 +293,7 @@ def _softmax_check():
     softmax_rows[(3,)](x, y, 10, 37, 37, ROWS=4, BLOCK=64)
     torch.testing.assert_close(y, torch.softmax(x, 1), atol=1e-5, rtol=1e-5)
     y2 = torch.empty_like(x)
-    softmax_online[(10,)](x, y2, 37, 37, BLOCK=16)
+    softmax_tiled[(4,)](x, y2, 10, 37, 37, ROWS=4, BLOCK=16)  # 3 programs have rows, the 4th none
     torch.testing.assert_close(y2, torch.softmax(x, 1), atol=1e-5, rtol=1e-5)
 
 
@@ -430,10 +438,10 @@ CASES = [
         _softmax_check,
     ),  # fmt: skip
     Case(
-        "softmax_online",
-        softmax_online,
-        dict(X=F32, Y=F32, n_cols=I32, stride=I32, BLOCK="constexpr"),
-        {"BLOCK": 128},
+        "softmax_tiled",
+        softmax_tiled,
+        dict(X=F32, Y=F32, n_rows=I32, n_cols=I32, stride=I32, ROWS="constexpr", BLOCK="constexpr"),
+        {"ROWS": 2, "BLOCK": 128},
         _softmax_check,
     ),
     Case(
@@ -546,9 +554,9 @@ def _softmax_rows_sim(ptx):
     torch.testing.assert_close(out[1], torch.softmax(x, 1), atol=1e-5, rtol=1e-5)
 
 
-def _softmax_online_sim(ptx):
-    x = torch.randn(3, 300)
-    out = _run(ptx, (3,), [x, torch.zeros(3, 300), 300, 300])
+def _softmax_tiled_sim(ptx):
+    x = torch.randn(3, 300)  # ROWS = 2: the second program's second row is masked off
+    out = _run(ptx, (2,), [x, torch.zeros(3, 300), 3, 300, 300])
     torch.testing.assert_close(out[1], torch.softmax(x, 1), atol=1e-5, rtol=1e-5)
 
 
@@ -648,7 +656,7 @@ def _casts_sim(ptx):
 
 
 SIMS = {"grouped_gemm": _grouped_sim, "matmul_k_loop": _matmul_sim, "casts": _casts_sim, "ln_fwd": _ln_sim, "ln_bwd_dwdb": _ln_bwd_sim, "dropout": _dropout_sim, "softmax_rows": _softmax_rows_sim,
-        "softmax_online": _softmax_online_sim, "gelu_tanh": _gelu_sim, "cumsum_argmax": _scan_sim,
+        "softmax_tiled": _softmax_tiled_sim, "gelu_tanh": _gelu_sim, "cumsum_argmax": _scan_sim,
         "histogram": _hist_sim, "add3d": _add3d_sim, "transpose_const": _transpose_sim,
         "row_sum_atomic": _rowsum_sim, "scale_heur": _scale_sim, "relu_tuned": _relu_sim}  # fmt: skip
 for _c in CASES:
