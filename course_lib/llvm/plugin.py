@@ -5,6 +5,8 @@ Teaches: the new pass manager's plugin interface (``llvm/include/llvm/Passes/Pas
 C++ twin of :func:`course_lib.llvm.analysis.strength_reduce`. The source is
 ``data/llvm/pass_plugin/MulToShl.cpp`` (``mul x, 2^k -> shl x, k`` with ``replaceAllUsesWith``).
 Position: LLVM IR -> ``opt -load-pass-plugin=MulToShl.so -passes=mul-to-shl`` -> LLVM IR.
+The 02b exercise's ``UDivToLShr`` plugin is the same file with the inside of ``run`` left to the
+learner (:func:`udiv_template`).
 
 Needs ``opt`` and, of the same LLVM version, ``llvm-config`` and headers (Debian: ``llvm-19-dev``)
 plus a C++ compiler (``clang++-19`` or ``g++``). :func:`missing` says in one sentence what is
@@ -14,6 +16,7 @@ absent; the shared object is cached under ``.cache/course_lib/llvm_plugin/``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import shutil
 import subprocess
@@ -124,53 +127,53 @@ def run(ir_text: str, source: str | None = None, pass_name: str = PASS_NAME) -> 
 # ----------------------------------------------------------------------------- the exercise's plugin
 UDIV_PASS = "udiv-to-lshr"
 
-UDIV_TEMPLATE = """// UDivToLShr: `udiv x, 2^k` -> `lshr x, k`. The body of run() is the learner's (02b).
-#include "llvm/IR/Constants.h"
-#include "llvm/IR/InstIterator.h"
-#include "llvm/IR/Instructions.h"
-#include "llvm/IR/PassManager.h"
-#include "llvm/Passes/PassBuilder.h"
-#include "llvm/Passes/PassPlugin.h"
-#include "llvm/Support/raw_ostream.h"
-
-using namespace llvm;
-
-namespace {
-struct UDivToLShr : PassInfoMixin<UDivToLShr> {
-  PreservedAnalyses run(Function &F, FunctionAnalysisManager &) {
-    unsigned Rewritten = 0;  // count every udiv you replace
+# The exercise's plugin is MulToShl.cpp with its rewrite taken out: the same includes, pass class,
+# PreservedAnalyses and registration, so the file the notebook shows is the one the learner edits.
+_BODY_START = "PreservedAnalyses run(Function &F"  # the learner's code starts after this line ...
+_BODY_END = "errs() <<"  # ... and replaces everything up to this report line (included)
+_SKELETON_BODY = r"""    unsigned Rewritten = 0;  // count every udiv you replace
     // ---- begin learner code
 @BODY@
     // ---- end learner code
-    errs() << "udiv-to-lshr: " << F.getName() << ": " << Rewritten << " rewritten\\n";
-    if (Rewritten == 0)
-      return PreservedAnalyses::all();
-    PreservedAnalyses PA;
-    PA.preserveSet<CFGAnalyses>();
-    return PA;
-  }
-};
-}  // namespace
+    errs() << "udiv-to-lshr: " << F.getName() << ": " << Rewritten << " rewritten\n";"""
+_RENAMES = (  # MulToShl.cpp's text -> the exercise's
+    ("Todo.empty()", "Rewritten == 0"),
+    ("MulToShl", "UDivToLShr"),
+    ('"mul-to-shl"', '"udiv-to-lshr"'),
+)
 
-extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo llvmGetPassPluginInfo() {
-  return {LLVM_PLUGIN_API_VERSION, "UDivToLShr", "1.0", [](PassBuilder &PB) {
-            PB.registerPipelineParsingCallback(
-                [](StringRef Name, FunctionPassManager &FPM, ArrayRef<PassBuilder::PipelineElement>) {
-                  if (Name != "udiv-to-lshr")
-                    return false;
-                  FPM.addPass(UDivToLShr());
-                  return true;
-                });
-          }};
-}
-"""
+
+@functools.cache
+def udiv_template() -> str:
+    """The UDivToLShr plugin with ``@BODY@`` where the learner's statements go, made from
+    MulToShl.cpp: its opening comment and the inside of ``run`` are replaced, names renamed."""
+    lines = source_path().read_text().splitlines()
+    head = next(i for i, ln in enumerate(lines) if not ln.startswith("//"))
+    body = _find(lines, _BODY_START) + 1
+    report = _find(lines, _BODY_END, body)
+    text = "\n".join(
+        ["// UDivToLShr: `udiv x, 2^k` -> `lshr x, k`. The body of run() is the learner's (02b)."]
+        + lines[head:body] + [_SKELETON_BODY] + lines[report + 1 :]
+    )  # fmt: skip
+    for old, new in _RENAMES:
+        if old not in text:
+            raise RuntimeError(f"{source_path().name} no longer contains {old!r}: update plugin._RENAMES")
+        text = text.replace(old, new)
+    return text + "\n"
+
+
+def _find(lines: list[str], needle: str, start: int = 0) -> int:
+    for i in range(start, len(lines)):
+        if lines[i].strip().startswith(needle):
+            return i
+    raise RuntimeError(f"MulToShl.cpp has no line starting with {needle!r}: update plugin._BODY_START/_BODY_END")
 
 
 def udiv_plugin_source(body: str) -> str:
     """The UDivToLShr plugin with ``body`` (C++ statements) as the inside of its ``run``."""
     if not isinstance(body, str) or not body.strip():
         raise ValueError("the body of run() must be a non-empty string of C++ statements")
-    return UDIV_TEMPLATE.replace("@BODY@", body)
+    return udiv_template().replace("@BODY@", body)
 
 
 def udiv_power_of_two_count(ir_text: str) -> dict[str, int]:
@@ -233,6 +236,6 @@ def check_udiv_body(body: str, seed: int = 7):
 
 def _learner_line(message: str) -> str:
     """'L:C: error: ...' of the generated file, renumbered as a line of the learner's body."""
-    first = UDIV_TEMPLATE.splitlines().index("@BODY@") + 1
+    first = udiv_template().splitlines().index("@BODY@") + 1
     m = re.match(r"(\d+):(\d+): (.*)", message.split("compile: ", 1)[-1])
     return f"the plugin does not compile: line {int(m[1]) - first + 1} of your code: {m[3]}" if m else message
