@@ -41,6 +41,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 ROWS, COLS = 16384, 4096
+SMOKE_SHAPE = (16, 32)  # the CPU smoke run: rows of 256 (long) and 512 (xlong) in the interpreter
 
 
 def workloads(torch, device: str, rows: int, cols: int) -> dict:
@@ -55,6 +56,7 @@ def workloads(torch, device: str, rows: int, cols: int) -> dict:
     x, y = randn(rows, cols), randn(rows, cols)
     w, b = randn(cols), randn(cols)
     wl, bl = randn(cols * 8), randn(cols * 8)
+    wx, bx = randn(cols * 16), randn(cols * 16)
     t = torch.randint(0, cols, (rows,), generator=g).to(device)
     big, vec = rows * cols * 4, cols * 4
     return {
@@ -82,6 +84,13 @@ def workloads(torch, device: str, rows: int, cols: int) -> dict:
         ),
         # the same long rows through softmax: online softmax (max and sum of exp in one pass)
         "softmax_long": (lambda x: torch.softmax(x, -1), (x.reshape(rows // 8, cols * 8),), 2 * big),
+        # rows 16x longer (same bytes), past PERSISTENT_RNUMEL: the looped row (Welford, online softmax)
+        "layernorm_xlong": (
+            lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b),
+            (x.reshape(rows // 16, cols * 16), wx, bx),
+            2 * big + 32 * vec,
+        ),
+        "softmax_xlong": (lambda x: torch.softmax(x, -1), (x.reshape(rows // 16, cols * 16),), 2 * big),
         # one output for the whole tensor: a split reduction (partials from many programs)
         "sum_all": (lambda x: x.sum(), (x,), big + 4),
     }
@@ -103,7 +112,7 @@ def kernel_kinds(code: str) -> dict:
     }
 
 
-ROW_LENGTHS = (256, 1024, 1025, 2048, 4096, 16384)
+ROW_LENGTHS = (256, 1024, 1025, 2048, 4096, 16384, 32768, 65536)
 
 
 def kinds_by_row_length(torch, lengths=ROW_LENGTHS) -> dict:
@@ -154,7 +163,7 @@ def _measure(smoke: bool) -> dict:
     from course_lib import compat
 
     device = "cpu" if smoke else "cuda"
-    rows, cols = (8, 32) if smoke else (ROWS, COLS)
+    rows, cols = SMOKE_SHAPE if smoke else (ROWS, COLS)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     do_bench = None
     if not smoke:
@@ -170,7 +179,10 @@ def _measure(smoke: bool) -> dict:
             course = torch.compile(
                 fn, backend=lambda gm, ex, rec=rec: ind.compile_fx(gm, ex, codegen="triton", record=rec)
             )
-            out, row["course_compile_s"] = _first_call(course, args, sync)
+            with _kernel_resources() as resources:
+                out, row["course_compile_s"] = _first_call(course, args, sync)
+            if resources:
+                row["course_resources"] = resources
             row["course_correct"] = _close(out, ref, torch)
             compiled = [c for k, c in rec if k == "compiled"]
             row["course_kernels"] = sum(c.kernel_count for c in compiled)
@@ -209,29 +221,45 @@ def _measure(smoke: bool) -> dict:
     return result
 
 
-#: course_lib tiling constants tried per workload (``codegen/triton.py``); each dict is one variant.
-#: Long rows: LOOPED_RBLOCK elements a step, LOOPED_ELEMENTS_PER_THREAD of them a thread (warps =
-#: RBLOCK / 32 / that); the last variant makes rows of 32768 persistent (the row held in registers).
-#: Whole tensor: SPLIT_MAX partials, each stepping SPLIT_RBLOCK_MAX elements (warps = step / 512).
+#: course_lib tiling constants tried per workload (``codegen/triton.py``); each dict is one variant,
+#: ``{}`` the committed defaults. Rows of 32768 (``*_long``): the row held in registers
+#: (PERSISTENT_RNUMEL 32768) at 8, 16 or 32 warps (PERSISTENT_MAX_WARPS, PERSISTENT_ELEMENTS_PER_WARP)
+#: against looped steps of LOOPED_RBLOCK elements, LOOPED_ELEMENTS_PER_THREAD a thread (warps = RBLOCK
+#: / 32 / that), with and without eviction hints. Rows of 65536 (``*_xlong``) stay looped under either
+#: limit: which looped step suits them. Cross entropy: its loss kernel (16384 per-row terms to one
+#: number) as one persistent program (under a 32768 limit) or split into 32, 64 or 128 partials.
+P32K = {"PERSISTENT_RNUMEL": 32768}
+LOOPED_LONG = [
+    {},  # committed: looped, RBLOCK 8192, 8 a thread, 32 warps
+    {**P32K},  # 16 warps, 64 elements a thread
+    {**P32K, "PERSISTENT_MAX_WARPS": 32},  # 32 warps, 32 a thread
+    {**P32K, "PERSISTENT_ELEMENTS_PER_WARP": 4096},  # 8 warps, 128 a thread
+    {"LOOPED_RBLOCK": 4096, "LOOPED_ELEMENTS_PER_THREAD": 4},  # 32 warps
+    {"LOOPED_RBLOCK": 2048, "LOOPED_ELEMENTS_PER_THREAD": 2},  # 32 warps
+    {"LOOPED_EVICTION": False},
+]
+LOOPED_XLONG = [
+    {**P32K},  # looped as committed: RBLOCK 8192, 8 a thread, 32 warps
+    {**P32K, "LOOPED_RBLOCK": 4096, "LOOPED_ELEMENTS_PER_THREAD": 4},  # 32 warps
+    {**P32K, "LOOPED_RBLOCK": 2048, "LOOPED_ELEMENTS_PER_THREAD": 2},  # 32 warps
+    {**P32K, "LOOPED_RBLOCK": 4096, "LOOPED_ELEMENTS_PER_THREAD": 8},  # 16 warps
+    {**P32K, "LOOPED_RBLOCK": 2048, "LOOPED_ELEMENTS_PER_THREAD": 4},  # 16 warps
+    {**P32K, "LOOPED_EVICTION": False},
+    {"PERSISTENT_RNUMEL": 65536, "PERSISTENT_MAX_WARPS": 32},  # 64 a thread at 32 warps: spills?
+]
 SWEEP = {
-    "layernorm_long": [
-        {"LOOPED_RBLOCK": 2048, "LOOPED_ELEMENTS_PER_THREAD": 16},  # the old tiling: 4 warps
-        {"LOOPED_RBLOCK": 2048, "LOOPED_ELEMENTS_PER_THREAD": 4},  # Inductor's contiguous config: 16 warps
-        {"LOOPED_RBLOCK": 4096, "LOOPED_ELEMENTS_PER_THREAD": 8},
-        {"LOOPED_RBLOCK": 8192, "LOOPED_ELEMENTS_PER_THREAD": 8},
-        {"LOOPED_RBLOCK": 8192, "LOOPED_ELEMENTS_PER_THREAD": 16},
-        {"LOOPED_RBLOCK": 16384, "LOOPED_ELEMENTS_PER_THREAD": 16},
-        {"PERSISTENT_RNUMEL": 32768},
-    ],
-    "sum_all": [
-        {"SPLIT_MAX": 256, "SPLIT_RBLOCK_MAX": 2048},  # the old split
-        {"SPLIT_MAX": 512, "SPLIT_RBLOCK_MAX": 2048},
-        {"SPLIT_MAX": 512, "SPLIT_RBLOCK_MAX": 4096},
-        {"SPLIT_MAX": 1024, "SPLIT_RBLOCK_MAX": 4096},
-        {"SPLIT_MAX": 512, "SPLIT_RBLOCK_MAX": 8192},
+    "layernorm_long": LOOPED_LONG,
+    "softmax_long": LOOPED_LONG,
+    "layernorm_xlong": LOOPED_XLONG,
+    "softmax_xlong": LOOPED_XLONG,
+    "cross_entropy": [
+        {},  # committed: loss kernel split into 32 partials of 512
+        {**P32K},  # one persistent program over 16384 rows, 16 warps
+        {**P32K, "PERSISTENT_MAX_WARPS": 32},
+        {"SPLIT_RBLOCK": 256},  # 64 partials
+        {"SPLIT_RBLOCK": 128},  # 128 partials
     ],
 }
-SWEEP["softmax_long"] = SWEEP["layernorm_long"]
 
 
 @contextlib.contextmanager
@@ -249,6 +277,34 @@ def _tiling(**constants):
             setattr(tcg, k, v)
 
 
+@contextlib.contextmanager
+def _kernel_resources():
+    """Registers a thread, spill bytes and shared memory (ptxas, via the loaded binary) of every
+    kernel first launched inside, by kernel name: ``{name: {"registers", "spills", "shared"}}``.
+    (The interpreter returns no binary: nothing is recorded on the CPU.)"""
+    from course_lib import compat
+    from course_lib.inductor import launcher
+
+    found: dict = {}
+    jit_launch = launcher.DirectLaunch.jit_launch
+
+    def recording(site, tensors):
+        compiled = jit_launch(site, tensors)
+        name = launcher._kernel_name(site.kernel)
+        if compiled is not None and name not in found:
+            try:
+                found[name] = {**compat.triton_kernel_resources(compiled), "num_warps": site.num_warps}
+            except Exception as exc:  # an unknown Triton: say so, keep measuring
+                found[name] = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+        return compiled
+
+    launcher.DirectLaunch.jit_launch = recording
+    try:
+        yield found
+    finally:
+        launcher.DirectLaunch.jit_launch = jit_launch
+
+
 def tiling_sweep(torch, work: dict, time_ms, copy_bw: float | None, sweep: dict = SWEEP) -> list[dict]:
     """Each variant of :data:`SWEEP` on its workload: course time (``time_ms(fn, args)``), fraction
     of copy bandwidth, correctness, and the launch's grid and num_warps."""
@@ -262,13 +318,14 @@ def tiling_sweep(torch, work: dict, time_ms, copy_bw: float | None, sweep: dict 
         for constants in variants:
             row = {"workload": name, **constants}
             try:
-                with _tiling(**constants):
+                with _tiling(**constants), _kernel_resources() as resources:
                     compat.dynamo_reset()
                     rec: list = []
                     course = torch.compile(
                         fn, backend=lambda gm, ex, rec=rec: ind.compile_fx(gm, ex, codegen="triton", record=rec)
                     )
                     row["correct"] = _close(course(*args), ref, torch)
+                row["resources"] = resources
                 code = "\n".join(c.kernel_code for k, c in rec if k == "compiled")
                 row["launches"] = re.findall(r"grid=\((\d+),\).*num_warps=(\d+)\)", code)
                 ms = time_ms(course, args)

@@ -120,11 +120,16 @@ SPLIT_RBLOCK = 512  # smallest chunk step of a split program
 SPLIT_RBLOCK_MAX = 4096  # largest: 16 KiB a step a program, 8 warps
 
 
+PERSISTENT_ELEMENTS_PER_WARP = 512  # a persistent tile's warps: one per 512 elements (16 a thread)...
+PERSISTENT_MAX_WARPS = 16  # ... at most this many
+LOOPED_EVICTION = True  # eviction hints on a looped row's loads (see TritonKernel.eviction)
+
+
 def reduction_warps(tile: int) -> int:
     """Warps for a reduction program touching ``tile`` elements at once: 512 elements a warp, 2 to 16.
     (Inductor's ``triton_heuristics`` also scales ``num_warps`` with the block; between 4 and 16 the
     sweep above moved the time of a 4096-element row by under 3%, 8 was never worse.)"""
-    return max(2, min(16, tile // 512))
+    return max(2, min(PERSISTENT_MAX_WARPS, tile // PERSISTENT_ELEMENTS_PER_WARP))
 
 
 def next_pow2(n: int) -> int:
@@ -301,7 +306,7 @@ class TritonKernel(Kernel):
     def eviction(self, i: int) -> str:
         """A looped row read by several passes: keep it in L2 for the passes to come (``evict_last``),
         and let the last pass's read leave first (``evict_first``), as Inductor marks its loads."""
-        if len(self.phases) < 2:
+        if len(self.phases) < 2 or not LOOPED_EVICTION:
             return ""
         return "evict_first" if i == len(self.phases) - 1 else "evict_last"
 
