@@ -156,24 +156,63 @@ def _grads(out, inputs: list, mask: list[bool], seed: int = 0):
     return torch.autograd.grad(outs, inputs, cots, allow_unused=True)
 
 
-def forward(name: str) -> Outcome:
-    """The op's first sample forward through the course backend, compared with eager."""
-    op = float32_ops()[name]
+class _Skip(Exception):
+    """Eager gives nothing to compare (the message says why)."""
+
+
+class _Wrong(Exception):
+    """The compiled run's outputs cannot even be lined up with eager's."""
+
+
+def _observe(fn, sample, grad: bool, mask: list[bool] | None = None) -> tuple[tuple, list[bool] | None]:
+    """Run ``fn`` on fresh copies of the sample: what is compared, and the gradient mask.
+
+    What is compared: the outputs, the inputs after the call (an op may update one: running stats),
+    and with ``grad`` the inputs' gradients. ``mask`` is None for the eager run, which decides which
+    outputs autograd differentiates (see :func:`_grads`); the compiled run is given eager's mask.
+    """
+    args, kwargs = _args(sample)
+    inputs = [t for t in _leaves([args, kwargs]) if _differentiable(t)]
+    if grad and mask is None and not inputs:
+        raise _Skip("no input needs a gradient")
+    out = fn(*args, **kwargs)
+    if not grad:
+        return (out, _detached(args, kwargs)), None
+    if mask is None:
+        mask = [_has_grad(o) for o in _leaves(out)]
+        if not any(mask):
+            raise _Skip("no output has a gradient")
+    elif len(_leaves(out)) != len(mask):
+        raise _Wrong(f"{len(_leaves(out))} outputs, eager has {len(mask)}")
+    return (out, _grads(out, inputs, mask), _detached(args, kwargs)), mask
+
+
+def _skip_reason(name: str, op, grad: bool) -> str:
     if _uninitialised(name):
-        return Outcome("skipped", "uninitialised values")
-    sample = first_sample(op, requires_grad=False)
+        return "uninitialised values"
+    return "no autograd" if grad and not op.supports_autograd else ""
+
+
+def _outcome(name: str, grad: bool) -> Outcome:
+    """The op's first sample through the course backend against eager; ``grad``: gradients too."""
+    op = float32_ops()[name]
+    if reason := _skip_reason(name, op, grad):
+        return Outcome("skipped", reason)
     try:
-        args, kwargs = _args(sample)
-        expected = (op(*args, **kwargs), args, kwargs)  # the inputs too: an op may update one (running stats)
+        sample = first_sample(op, requires_grad=grad)
+        expected, mask = _observe(op, sample, grad)
+    except _Skip as exc:
+        return Outcome("skipped", str(exc))
     except Exception as exc:
         return Outcome("skipped", f"eager raises {type(exc).__name__}")
     if _random(op, sample):
         return Outcome("skipped", "random op")
     torch._dynamo.reset()
     record: list = []
-    args, kwargs = _args(sample)
     try:
-        got = (_compiled(op, record)(*args, **kwargs), args, kwargs)
+        got, _ = _observe(_compiled(op, record), sample, grad, mask)
+    except _Wrong as exc:
+        return Outcome("wrong", str(exc), record)
     except Exception as exc:
         return Outcome("wrong", f"compiled raises {type(exc).__name__}: {str(exc).splitlines()[0][:200]}", record)
     diff = _same(expected, got)
@@ -181,44 +220,16 @@ def forward(name: str) -> Outcome:
         return Outcome("wrong", diff, record)
     status, reason = _route(record)
     return Outcome(status, reason, record)
+
+
+def forward(name: str) -> Outcome:
+    """The op's first sample forward through the course backend, compared with eager."""
+    return _outcome(name, grad=False)
 
 
 def backward(name: str) -> Outcome:
     """Forward and the inputs' gradients through the course backend, compared with eager autograd."""
-    op = float32_ops()[name]
-    if not op.supports_autograd or _uninitialised(name):
-        return Outcome("skipped", "uninitialised values" if _uninitialised(name) else "no autograd")
-    try:
-        sample = first_sample(op, requires_grad=True)
-        args, kwargs = _args(sample)
-        inputs = [t for t in _leaves([args, kwargs]) if _differentiable(t)]
-        if not inputs:
-            return Outcome("skipped", "no input needs a gradient")
-        out = op(*args, **kwargs)
-        mask = [_has_grad(o) for o in _leaves(out)]
-        if not any(mask):
-            return Outcome("skipped", "no output has a gradient")
-        expected = (out, _grads(out, inputs, mask), _detached(args, kwargs))
-    except Exception as exc:
-        return Outcome("skipped", f"eager raises {type(exc).__name__}")
-    if _random(op, sample):
-        return Outcome("skipped", "random op")
-    torch._dynamo.reset()
-    record: list = []
-    args, kwargs = _args(sample)
-    inputs = [t for t in _leaves([args, kwargs]) if _differentiable(t)]
-    try:
-        out = _compiled(op, record)(*args, **kwargs)
-        if len(_leaves(out)) != len(mask):
-            return Outcome("wrong", f"{len(_leaves(out))} outputs, eager has {len(mask)}", record)
-        got = (out, _grads(out, inputs, mask), _detached(args, kwargs))
-    except Exception as exc:
-        return Outcome("wrong", f"compiled raises {type(exc).__name__}: {str(exc).splitlines()[0][:200]}", record)
-    diff = _same(expected, got)
-    if diff:
-        return Outcome("wrong", diff, record)
-    status, reason = _route(record)
-    return Outcome(status, reason, record)
+    return _outcome(name, grad=True)
 
 
 def check(name: str) -> Outcome:
