@@ -25,7 +25,7 @@ from collections.abc import Callable
 import llvmlite.ir as ir
 
 from course_lib import env
-from course_lib.ir import core
+from course_lib.ir import cfg, core
 
 I1, I64, F64 = ir.IntType(1), ir.IntType(64), ir.DoubleType()
 LIST = ir.PointerType(I64)
@@ -399,17 +399,10 @@ def _lower_ssa(module: ir.Module, fn: core.Function, lf: ir.Function, functions:
 
 
 def _reverse_postorder(fn: core.Function) -> list[str]:
-    succs, seen, order = fn.succs(), set(), []
-
-    def visit(label):  # iterative would be longer; course functions are small
-        seen.add(label)
-        for s in succs[label]:
-            if s not in seen:
-                visit(s)
-        order.append(label)
-
-    visit(fn.entry)
-    return order[::-1] + [b.label for b in fn.blocks if b.label not in seen]
+    """Every block, definitions before uses: reverse postorder, then the blocks the entry never reaches."""
+    order = cfg.reverse_postorder(fn)
+    reached = set(order)
+    return order + [b.label for b in fn.blocks if b.label not in reached]
 
 
 def _module(fn: core.Function, style: str) -> ir.Module:
