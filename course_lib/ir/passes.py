@@ -190,16 +190,21 @@ def lvn(fn: Function) -> Function:
     held in a variable becomes a copy of that variable."""
     new = fn.copy()
     for b in new.blocks:
-        table: dict = {}
-        for k, i in enumerate(b.instrs):
-            key = expr_key(i)
-            if key is None:
-                continue
-            if key in table:
-                b.instrs[k] = Op(i.dest, i.type, "copy", [table[key]])
-            else:
-                table[key] = i.dest
+        _number_block(b, {})  # every block starts from an empty table
     return new
+
+
+def _number_block(block, table: dict) -> None:
+    """Value-number ``block`` in place against ``table`` (expression key -> the variable holding
+    it), which it extends: a pure Op whose key is known becomes a copy of that variable."""
+    for k, i in enumerate(block.instrs):
+        key = expr_key(i)
+        if key is None:
+            continue
+        if key in table:
+            block.instrs[k] = Op(i.dest, i.type, "copy", [table[key]])
+        else:
+            table[key] = i.dest
 
 
 # Sample operand pairs for deciding commutativity by running the interpreter's own operations.
@@ -253,16 +258,8 @@ def cse(fn: Function) -> Function:
     kids = dom_tree(new)
 
     def walk(label, table):
-        table = dict(table)
-        b = new.block(label)
-        for k, i in enumerate(b.instrs):
-            key = expr_key(i)
-            if key is None:
-                continue
-            if key in table:
-                b.instrs[k] = Op(i.dest, i.type, "copy", [table[key]])
-            else:
-                table[key] = i.dest
+        table = dict(table)  # a block sees its dominators' expressions, never a sibling's
+        _number_block(new.block(label), table)
         for c in kids[label]:
             walk(c, table)
 
