@@ -96,6 +96,21 @@ def workloads(torch, device: str, rows: int, cols: int) -> dict:
     }
 
 
+def sweep_workloads(torch, device: str, rows: int, cols: int) -> dict:
+    """Workloads timed in the tiling sweep only: rows of 16384 (4x longer, same bytes), a persistent
+    tile of 16384 that the warps rule gives 32 warps (16 elements a thread)."""
+    import torch.nn.functional as F
+
+    g = torch.Generator(device="cpu").manual_seed(1)
+    x = torch.randn(rows // 4, cols * 4, generator=g).to(device)
+    w, b = torch.randn(cols * 4, generator=g).to(device), torch.randn(cols * 4, generator=g).to(device)
+    big, vec = rows * cols * 4, cols * 4
+    return {
+        "layernorm_16k": (lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b), (x, w, b), 2 * big + 8 * vec),
+        "softmax_16k": (lambda x: torch.softmax(x, -1), (x,), 2 * big),
+    }
+
+
 def kernel_kinds(code: str) -> dict:
     """Inductor's kernel names by kind (pointwise / persistent reduction / looped reduction) and
     the ``@triton_heuristics`` decorator each kernel carries (kernels found by course_lib.compat's
@@ -215,49 +230,50 @@ def _measure(smoke: bool) -> dict:
             def time_ms(f, args):
                 return do_bench(lambda: f(*args), warmup=25, rep=100, return_mode="median")
 
-            result["tiling_sweep"] = tiling_sweep(torch, workloads(torch, device, rows, cols), time_ms, copy_bw)
+            work = {**workloads(torch, device, rows, cols), **sweep_workloads(torch, device, rows, cols)}
+            result["tiling_sweep"] = tiling_sweep(torch, work, time_ms, copy_bw)
         if os.environ.get("COURSE_BENCH_COLD_COMPILE") != "0":  # =0 skips the three GPT-2 compiles (minutes)
             result["cold_compile"] = cold_compile(torch)
     return result
 
 
 #: course_lib tiling constants tried per workload (``codegen/triton.py``); each dict is one variant,
-#: ``{}`` the committed defaults. Rows of 32768 (``*_long``): the row held in registers
-#: (PERSISTENT_RNUMEL 32768) at 8, 16 or 32 warps (PERSISTENT_MAX_WARPS, PERSISTENT_ELEMENTS_PER_WARP)
-#: against looped steps of LOOPED_RBLOCK elements, LOOPED_ELEMENTS_PER_THREAD a thread (warps = RBLOCK
-#: / 32 / that), with and without eviction hints. Rows of 65536 (``*_xlong``) stay looped under either
-#: limit: which looped step suits them. Cross entropy: its loss kernel (16384 per-row terms to one
-#: number) as one persistent program (under a 32768 limit) or split into 32, 64 or 128 partials.
-P32K = {"PERSISTENT_RNUMEL": 32768}
-LOOPED_LONG = [
-    {},  # committed: looped, RBLOCK 8192, 8 a thread, 32 warps
-    {**P32K},  # 16 warps, 64 elements a thread
-    {**P32K, "PERSISTENT_MAX_WARPS": 32},  # 32 warps, 32 a thread
-    {**P32K, "PERSISTENT_ELEMENTS_PER_WARP": 4096},  # 8 warps, 128 a thread
-    {"LOOPED_RBLOCK": 4096, "LOOPED_ELEMENTS_PER_THREAD": 4},  # 32 warps
-    {"LOOPED_RBLOCK": 2048, "LOOPED_ELEMENTS_PER_THREAD": 2},  # 32 warps
-    {"LOOPED_EVICTION": False},
+#: ``{}`` the committed defaults. Rows of 32768 (``*_long``): the row held in registers at 32 warps
+#: (committed), 16 or 8 (PERSISTENT_MAX_WARPS, PERSISTENT_ELEMENTS_PER_WARP), against the looped kernel
+#: (PERSISTENT_RNUMEL 8192, the limit before) with steps of LOOPED_RBLOCK elements,
+#: LOOPED_ELEMENTS_PER_THREAD a thread (warps = RBLOCK / 32 / that), with and without eviction hints.
+#: Rows of 65536 (``*_xlong``) are looped: which step suits them, and the row in registers (it spills).
+#: Cross entropy: its loss kernel (16384 per-row terms to one number) split into 32 partials
+#: (committed) or 128, or as one persistent program (ONE_ROW_PERSISTENT_RNUMEL raised).
+LOOPED = {"PERSISTENT_RNUMEL": 8192}
+SWEEP_LONG = [
+    {},  # persistent, 32 warps, 32 elements a thread
+    {"PERSISTENT_MAX_WARPS": 16},  # 64 a thread
+    {"PERSISTENT_ELEMENTS_PER_WARP": 4096},  # 8 warps, 128 a thread
+    {**LOOPED},  # looped as before: RBLOCK 8192, 8 a thread, 32 warps
+    {**LOOPED, "LOOPED_RBLOCK": 4096, "LOOPED_ELEMENTS_PER_THREAD": 4},  # 32 warps
+    {**LOOPED, "LOOPED_EVICTION": False},
 ]
-LOOPED_XLONG = [
-    {**P32K},  # looped as committed: RBLOCK 8192, 8 a thread, 32 warps
-    {**P32K, "LOOPED_RBLOCK": 4096, "LOOPED_ELEMENTS_PER_THREAD": 4},  # 32 warps
-    {**P32K, "LOOPED_RBLOCK": 2048, "LOOPED_ELEMENTS_PER_THREAD": 2},  # 32 warps
-    {**P32K, "LOOPED_RBLOCK": 4096, "LOOPED_ELEMENTS_PER_THREAD": 8},  # 16 warps
-    {**P32K, "LOOPED_RBLOCK": 2048, "LOOPED_ELEMENTS_PER_THREAD": 4},  # 16 warps
-    {**P32K, "LOOPED_EVICTION": False},
-    {"PERSISTENT_RNUMEL": 65536, "PERSISTENT_MAX_WARPS": 32},  # 64 a thread at 32 warps: spills?
+SWEEP_XLONG = [
+    {},  # looped: RBLOCK 8192, 8 a thread, 32 warps
+    {"LOOPED_RBLOCK": 4096, "LOOPED_ELEMENTS_PER_THREAD": 4},  # 32 warps
+    {"LOOPED_RBLOCK": 4096, "LOOPED_ELEMENTS_PER_THREAD": 8},  # 16 warps
+    {"LOOPED_RBLOCK": 2048, "LOOPED_ELEMENTS_PER_THREAD": 4},  # 16 warps
+    {"LOOPED_EVICTION": False},
+    {"PERSISTENT_RNUMEL": 65536},  # the row in registers: 64 a thread at 32 warps
 ]
 SWEEP = {
-    "layernorm_long": LOOPED_LONG,
-    "softmax_long": LOOPED_LONG,
-    "layernorm_xlong": LOOPED_XLONG,
-    "softmax_xlong": LOOPED_XLONG,
+    "layernorm_long": SWEEP_LONG,
+    "softmax_long": SWEEP_LONG,
+    "layernorm_xlong": SWEEP_XLONG,
+    "softmax_xlong": SWEEP_XLONG,
+    "layernorm_16k": [{}, {"PERSISTENT_MAX_WARPS": 16}],  # 32 warps (16 a thread) or 16 (32 a thread)
+    "softmax_16k": [{}, {"PERSISTENT_MAX_WARPS": 16}],
     "cross_entropy": [
-        {},  # committed: loss kernel split into 32 partials of 512
-        {**P32K},  # one persistent program over 16384 rows, 16 warps
-        {**P32K, "PERSISTENT_MAX_WARPS": 32},
-        {"SPLIT_RBLOCK": 256},  # 64 partials
+        {},  # loss kernel split into 32 partials of 512
         {"SPLIT_RBLOCK": 128},  # 128 partials
+        {"ONE_ROW_PERSISTENT_RNUMEL": 32768},  # one persistent program over 16384 rows, 32 warps
+        {"ONE_ROW_PERSISTENT_RNUMEL": 32768, "PERSISTENT_MAX_WARPS": 16},
     ],
 }
 

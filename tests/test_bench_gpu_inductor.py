@@ -30,7 +30,9 @@ def test_kernel_kinds_reads_inductor_names_and_decorators():
 
 def test_bytes_moved_is_each_input_once_plus_each_output_once():
     torch = pytest.importorskip("torch")
-    work = bench_gpu_inductor.workloads(torch, "cpu", *bench_gpu_inductor.SMOKE_SHAPE)
+    shape = bench_gpu_inductor.SMOKE_SHAPE
+    work = bench_gpu_inductor.workloads(torch, "cpu", *shape)
+    work.update(bench_gpu_inductor.sweep_workloads(torch, "cpu", *shape))
     for name, (fn, args, nbytes) in work.items():
         out = fn(*args)
         tensors = [a for a in args if isinstance(a, torch.Tensor)] + [out]
@@ -56,7 +58,9 @@ def test_tiling_sweep_tries_each_variant_and_restores_the_defaults():
 
     from course_lib.inductor.codegen import triton as tcg
 
-    before = (tcg.LOOPED_RBLOCK, tcg.LOOPED_ELEMENTS_PER_THREAD, tcg.PERSISTENT_RNUMEL)
+    names = ("LOOPED_RBLOCK", "LOOPED_ELEMENTS_PER_THREAD", "PERSISTENT_RNUMEL", "PERSISTENT_MAX_WARPS",
+             "LOOPED_EVICTION")  # fmt: skip
+    before = [getattr(tcg, n) for n in names]
     work = bench_gpu_inductor.workloads(torch, "cpu", *bench_gpu_inductor.SMOKE_SHAPE)
     sweep = {"softmax_long": [{"PERSISTENT_RNUMEL": 8, "LOOPED_RBLOCK": 64, "LOOPED_ELEMENTS_PER_THREAD": 1},
                               {"PERSISTENT_RNUMEL": 8, "LOOPED_RBLOCK": 128, "LOOPED_ELEMENTS_PER_THREAD": 1}]}  # fmt: skip
@@ -64,4 +68,4 @@ def test_tiling_sweep_tries_each_variant_and_restores_the_defaults():
     assert [r.get("error") for r in rows] == [None, None] and all(r["correct"] for r in rows), rows
     assert [r["launches"] for r in rows] == [[("2", "2")], [("2", "4")]]  # 2 rows; 64 / 32 and 128 / 32 warps
     assert all(r["resources"] == {} for r in rows)  # the interpreter returns no binary: no ptxas numbers
-    assert (tcg.LOOPED_RBLOCK, tcg.LOOPED_ELEMENTS_PER_THREAD, tcg.PERSISTENT_RNUMEL) == before
+    assert [getattr(tcg, n) for n in names] == before

@@ -97,14 +97,26 @@ def pow_rule(expr) -> str:
 # Reduction tiling, chosen from a sweep on the H200 (bench/notes/gpu_reductions.md; rows of 4096 float32):
 # a persistent tile of one row a program reached 0.95-1.01 of copy bandwidth, the old looped 16 x 256
 # tile 0.40-0.59, because its three passes over 16 rows a program overflowed L2 before the re-reads.
-PERSISTENT_RNUMEL = 8192  # rows up to this length are reduced in one tile held in registers: one read
+# Rows up to PERSISTENT_RNUMEL are reduced in one tile held in registers: the row is read once.
+# Raised from 8192 to 32768 by the sweep of bench/notes/gpu_long_rows.md (H200, rows of 32768 float32):
+# persistent at 32 warps (32 elements a thread, 64 registers, no spills) ran layernorm_long at 0.86 of
+# copy bandwidth (0.96 x Inductor's time) and softmax_long at 0.95 (0.70 x), where the looped kernel
+# (read twice) reached 0.58 and 0.81. At 16 warps layernorm's 64 elements a thread spilled (ptxas:
+# 128 registers, 26 bytes spilled; 0.77); at 65536 a row (64 a thread at 32 warps) it spills 106 bytes
+# and falls to 0.39: a longer row is looped.
+PERSISTENT_RNUMEL = 32768
+# A lone row (one output, ``xnumel == 1``) is not one program's work however short: one SM of 132
+# would hold it all. Past this length it is split (below). Cross entropy's loss over 16384 rows as one
+# persistent program took the workload from 0.080 to 0.096 ms (16 warps) or 0.134 ms (32 warps).
+ONE_ROW_PERSISTENT_RNUMEL = 8192
 # Longer rows: one row a program, walked in chunks of LOOPED_RBLOCK elements, 8 a thread (32 warps for
 # 8192). A looped row is read twice (statistics, then the output pass); the second read is cheap only
-# if the row is still in L2. Rows in flight = programs resident at once, and 32-warp programs fit two
-# an SM: 264 rows of 128 KiB (rows of 32768 float32) = 33 MiB, inside the H200's 50 MiB L2. With
-# 2048-element chunks and 4 warps all 2048 rows were resident together (256 MiB): the second read
-# went to DRAM (0.50 of copy bandwidth on the H200). Inductor's reduction configs for such rows
-# (``triton_heuristics``: R0_BLOCK up to 32768, num_warps = R0_BLOCK // 128 up to 32) are as wide.
+# if the row is still in L2. Rows in flight = programs resident at once: a 32-warp program of 42
+# registers (layernorm's Welford) fits one an SM, of 32 (softmax) two. With 2048-element chunks and 4
+# warps all 2048 rows of 32768 were resident together (256 MiB): the second read went to DRAM (0.50 of
+# copy bandwidth). Rows of 65536 (256 KiB; 1024 of them): 8192 a step reached 0.61 (layernorm) and 0.68
+# (softmax) of copy bandwidth, 1.02 and 0.93 x Inductor's time; 4096 or 2048 a step, 16 or 32 warps,
+# were within 5% or slower. Inductor's configs for such rows reach R0_BLOCK 32768 and 32 warps.
 LOOPED_RBLOCK = 8192
 LOOPED_ELEMENTS_PER_THREAD = 8
 PROGRAM_TILE = 4096  # elements one program's tile holds: short rows are packed XBLOCK rows a program
@@ -121,14 +133,20 @@ SPLIT_RBLOCK_MAX = 4096  # largest: 16 KiB a step a program, 8 warps
 
 
 PERSISTENT_ELEMENTS_PER_WARP = 512  # a persistent tile's warps: one per 512 elements (16 a thread)...
-PERSISTENT_MAX_WARPS = 16  # ... at most this many
-LOOPED_EVICTION = True  # eviction hints on a looped row's loads (see TritonKernel.eviction)
+# ... at most 32 (1024 threads): a 32768-element row then holds 32 elements a thread. With 16 at most
+# (64 a thread) layernorm_long spilled and ran at 0.77 of copy bandwidth; at 8 warps (128 a thread,
+# 255 registers) 0.52. Tiles up to 8192 keep their 2 to 16 warps.
+PERSISTENT_MAX_WARPS = 32
+# Eviction hints on a looped row's loads (see TritonKernel.eviction). Without them softmax_long
+# (looped) ran at 0.69 of copy bandwidth instead of 0.81; layernorm_long was unchanged (0.57).
+LOOPED_EVICTION = True
 
 
 def reduction_warps(tile: int) -> int:
-    """Warps for a reduction program touching ``tile`` elements at once: 512 elements a warp, 2 to 16.
+    """Warps for a reduction program touching ``tile`` elements at once: 512 elements a warp, 2 to 32.
     (Inductor's ``triton_heuristics`` also scales ``num_warps`` with the block; between 4 and 16 the
-    sweep above moved the time of a 4096-element row by under 3%, 8 was never worse.)"""
+    sweep above moved the time of a 4096-element row by under 3%, 8 was never worse; a 32768-element
+    row needs 32, see PERSISTENT_MAX_WARPS.)"""
     return max(2, min(PERSISTENT_MAX_WARPS, tile // PERSISTENT_ELEMENTS_PER_WARP))
 
 
@@ -282,7 +300,8 @@ class TritonKernel(Kernel):
         outer, inner = plan.group
         self.xnumel, self.rnumel = math.prod(outer), math.prod(inner)
         self.reduction = any(p.reductions for p in plan.phases)
-        self.persistent = self.reduction and self.rnumel <= persistent_rnumel
+        limit = persistent_rnumel if self.xnumel > 1 else min(persistent_rnumel, ONE_ROW_PERSISTENT_RNUMEL)
+        self.persistent = self.reduction and self.rnumel <= limit
         self.rblock = next_pow2(self.rnumel) if self.persistent else min(next_pow2(self.rnumel), LOOPED_RBLOCK)
         # a looped row pays for every phase with a read of the row: fold sum + M2 (Welford) and
         # max + sum of exp (online softmax) into one pass each
