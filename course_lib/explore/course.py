@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 
 from course_lib import compat
-from course_lib.explore.fxlines import graph_lines, input_nodes
+from course_lib.explore.fxlines import dynamo_graph_lines, graph_lines, input_nodes
 from course_lib.explore.model import Line, Pane
 from course_lib.explore.ops import matching, op_name
 from course_lib.explore.source import Source, bytecode_lines, line_of_stack_trace
@@ -259,18 +259,9 @@ def dynamo_panes(rec, src: Source, fn) -> list[Pane]:
                           bytecode_lines(code, src, "course.bytecode"), "text",
                           "course_lib.dynamo interprets these instructions symbolically."))  # fmt: skip
     for gi, entry in enumerate(rec["graphs"]):
-
-        def sources(node, gi=gi):
-            line = line_of_stack_trace(node.meta.get("stack_trace"), src)
-            if line:
-                return [line], True
-            if node.op == "output":
-                return [f"course.fx{gi}:{n.name}" for n in input_nodes(node)], True
-            return [src.def_id], False
-
         note = entry.get("error", "")
         panes.append(Pane(f"course.fx{gi}", "course", "fx", f"course_lib.dynamo graph {gi}",
-                          graph_lines(entry["graph"], f"course.fx{gi}", sources), "python", note))  # fmt: skip
+                          dynamo_graph_lines(entry["graph"], f"course.fx{gi}", src), "python", note))  # fmt: skip
     if rec.get("fallback"):
         note = f"course_lib.dynamo could not translate this function ({rec['fallback']}); the course side starts from torch's Dynamo graph"
         for p in panes:

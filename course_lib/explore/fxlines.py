@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from course_lib.explore.model import Line
+from course_lib.explore.source import Source, line_of_stack_trace
 
 
 def short_target(node) -> str:
@@ -81,3 +82,19 @@ def graph_lines(graph, prefix: str, sources_of) -> list[Line]:
         out.append(Line(f"{prefix}:{node.name}", node_text(node), tuple(dict.fromkeys(sources)), exact,
                         via="data" if own and not exact else ""))  # fmt: skip
     return out
+
+
+def dynamo_graph_lines(graph, prefix: str, src: Source) -> list[Line]:
+    """:func:`graph_lines` of a graph Dynamo captured (the course's or torch's): a node links to
+    the Python line in its ``stack_trace`` (exact), the output to the nodes it returns, any
+    other node to the function's ``def`` line (not exact)."""
+
+    def sources(node):
+        line = line_of_stack_trace(node.meta.get("stack_trace"), src)
+        if line:
+            return [line], True
+        if node.op == "output":
+            return [f"{prefix}:{n.name}" for n in input_nodes(node)], True
+        return [src.def_id], False
+
+    return graph_lines(graph, prefix, sources)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from course_lib import compat
-from course_lib.explore.fxlines import graph_lines, input_nodes
+from course_lib.explore.fxlines import dynamo_graph_lines, graph_lines, input_nodes
 from course_lib.explore.model import Line, Pane
 from course_lib.explore.ops import matching, op_name
 from course_lib.explore.source import Source, bytecode_lines, line_of_stack_trace
@@ -89,16 +89,7 @@ def dynamo_panes(rec, src: Source) -> list[Pane]:
         panes.append(Pane("real.bytecode", "real", "bytecode", "Dynamo's transformed bytecode", lines, "text",
                           "What CPython runs instead of the original: call the compiled graph, rebuild the outputs."))  # fmt: skip
     for gi, gm in enumerate(rec["gms"]):
-
-        def sources(node, gi=gi):
-            line = line_of_stack_trace(node.meta.get("stack_trace"), src)
-            if line:
-                return [line], True
-            if node.op == "output":
-                return [f"real.fx{gi}:{n.name}" for n in input_nodes(node)], True
-            return [src.def_id], False
-
-        lines = graph_lines(gm.graph, f"real.fx{gi}", sources)
+        lines = dynamo_graph_lines(gm.graph, f"real.fx{gi}", src)
         panes.append(Pane(f"real.fx{gi}", "real", "fx", f"Dynamo FX graph {gi}", lines, "python",
                           "node.meta['stack_trace'] links each node to its Python line."))  # fmt: skip
     fx0 = {ln.id for p in panes if p.key == "real.fx0" for ln in p.lines}
