@@ -158,6 +158,18 @@ def run_nest(nest, arrays: dict) -> dict:
     return arrs
 
 
+def row_major_strides(shapes: dict) -> dict:
+    """Array name -> its strides in elements, row-major (C order: the last index is contiguous)."""
+    out = {}
+    for name, shp in shapes.items():
+        s, acc = [], 1
+        for d in reversed(shp):
+            s.append(acc)
+            acc *= d
+        out[name] = s[::-1]
+    return out
+
+
 def address_trace(nest, shapes: dict, elem_bytes: int = 8) -> list[int]:
     """Byte addresses in execution order: reads left to right, then the target (row-major,
     arrays laid out one after another, each starting on a 4 KiB boundary)."""
@@ -165,13 +177,7 @@ def address_trace(nest, shapes: dict, elem_bytes: int = 8) -> list[int]:
     for name in sorted(shapes):
         base[name] = off
         off += -(-int(np.prod(shapes[name])) * elem_bytes // 4096) * 4096
-    strides = {}
-    for name, shp in shapes.items():
-        s, acc_ = [], 1
-        for d in reversed(shp):
-            s.append(acc_)
-            acc_ *= d
-        strides[name] = s[::-1]
+    strides = row_major_strides(shapes)
     out = []
     items = nest if isinstance(nest, list) else [nest]
 

@@ -356,24 +356,13 @@ class Cost:
     parallel: int
 
 
-def _strides(shapes: dict) -> dict:
-    out = {}
-    for name, shp in shapes.items():
-        s, acc = [], 1
-        for d in reversed(shp):
-            s.append(acc)
-            acc *= d
-        out[name] = s[::-1]
-    return out
-
-
 def vector_gathers(nest: ln.Loop, shapes: dict) -> list[str]:
     """The accesses of the vectorised loop's statements that are neither contiguous nor uniform."""
     band = ln.band(nest)
     vec = next((lp.var for lp in band if lp.kind == "vectorized"), None)
     if vec is None:
         return []
-    strides = _strides(shapes)
+    strides = ln.row_major_strides(shapes)
     out = []
     for st in ln.statements(nest):
         for a in [st.target, *st.reads]:
