@@ -359,17 +359,16 @@ class Graph:
             env[node] = self.node_copy(node, lambda n: env[n])
         return None
 
-    @contextlib.contextmanager
     def inserting_before(self, node: Node | None = None):
-        saved, self._insert_at = self._insert_at, ("before", node)
-        try:
-            yield
-        finally:
-            self._insert_at = saved
+        return self._inserting("before", node)
+
+    def inserting_after(self, node: Node | None = None):
+        return self._inserting("after", node)
 
     @contextlib.contextmanager
-    def inserting_after(self, node: Node | None = None):
-        saved, self._insert_at = self._insert_at, ("after", node)
+    def _inserting(self, where: str, node: Node | None):
+        """New nodes go ``where`` (before / after) ``node`` until the ``with`` block ends."""
+        saved, self._insert_at = self._insert_at, (where, node)
         try:
             yield
         finally:
