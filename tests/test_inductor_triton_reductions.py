@@ -177,3 +177,65 @@ def test_split_is_compiled_for_sm_90():
     stages = tcg.compile_to_ptx(c, "sm_90")
     assert sorted(stages) == ["kernel0", "kernel0_partial"]
     assert all("ld.global" in s["ptx"] for s in stages.values())
+
+
+# ---------------------------------------------------------------------------
+# the persistent limit (PERSISTENT_RNUMEL) and the warps rule, at their real values
+# ---------------------------------------------------------------------------
+
+
+def _layernorm_and_softmax(x, w, b):
+    return (F.layer_norm(x, (x.shape[-1],), w, b), torch.softmax(x, -1))
+
+
+def _launches(code: str) -> list[tuple[int, int, int]]:
+    """(grid, RBLOCK, num_warps) of each launch site, in order."""
+    import re
+
+    found = re.findall(r"grid=\((\d+),\).*RBLOCK=(\d+).*num_warps=(\d+)\)", code)
+    return [tuple(int(v) for v in m) for m in found]
+
+
+@pytest.mark.parametrize("n", [tcg.PERSISTENT_RNUMEL - 1, tcg.PERSISTENT_RNUMEL + 1])
+def test_rows_just_below_and_above_the_persistent_limit(n):
+    """32767 elements: one tile of 32768 held in registers (one masked lane), 32 warps, no loop.
+    32769: looped in chunks of LOOPED_RBLOCK (a last chunk of one element), Welford and online softmax.
+    Both match eager in the interpreter."""
+    torch.manual_seed(8)
+    x, w, b = torch.randn(3, n) * 3 + 1, torch.randn(n), torch.randn(n)
+    c = _compile(_layernorm_and_softmax, x, w, b)
+    code = c.kernel_code
+    if n <= tcg.PERSISTENT_RNUMEL:
+        assert _loops(code) == 0 and "welford_combine" not in code, code
+        assert set(_launches(code)) == {(3, 32768, 32)}  # one row a program, 32 elements a thread
+    else:
+        assert "welford_combine" in code and "online_softmax_combine" in code, code
+        assert _loops(code) == 2  # one kernel: statistics of both in one pass, both outputs in the second
+        assert set(_launches(code)) == {(3, tcg.LOOPED_RBLOCK, 32)}
+    for got, ref in zip(c(x, w, b), _layernorm_and_softmax(x, w, b), strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_warps_rule_table():
+    """512 elements a warp, at least 2, at most 32: a 32768-element row gets 32 warps (32 a thread)."""
+    assert [tcg.reduction_warps(t) for t in (64, 1024, 4096, 8192, 16384, 32768)] == [2, 2, 8, 16, 32, 32]
+
+
+def test_a_lone_long_row_is_split_not_persistent():
+    """One output over 16384 elements (cross entropy's loss over 16384 rows) fits the persistent limit but
+    would be one program on one SM: it is split (ONE_ROW_PERSISTENT_RNUMEL); 8192 stays one tile."""
+    for n, split in ((tcg.ONE_ROW_PERSISTENT_RNUMEL, False), (2 * tcg.ONE_ROW_PERSISTENT_RNUMEL, True)):
+        y = torch.randn(n)
+        c = _compile(lambda y: (y.sum(),), y)
+        assert ("_partial(" in c.kernel_code) == split and _loops(c.kernel_code) == int(split), c.kernel_code
+        torch.testing.assert_close(c(y)[0], y.sum(), rtol=1e-5, atol=1e-3)
+
+
+def test_a_32768_row_layernorm_compiles_for_sm_90_without_spills():
+    """The register budget behind the 32-warp rule: 32 elements a thread of x (plus w and b) fit the
+    64 registers a 1024-thread program may use (on the H200 at 16 warps, 64 a thread, ptxas spilled).
+    Compiled as a launch with aligned tensors specialises (vector loads); unaligned it spills 96 bytes."""
+    x, w, b = torch.randn(2, 32768), torch.randn(32768), torch.randn(32768)
+    c = _compile(lambda x, w, b: (F.layer_norm(x, (32768,), w, b),), x, w, b)
+    stages = tcg.compile_to_ptx(c, "sm_90", aligned=True)
+    assert [(s.metadata["registers"], s.metadata["spills"]) for s in stages.values()] == [(64, 0)]

@@ -705,11 +705,12 @@ TRITON_SIG = {"float32": "fp32", "float64": "fp64", "int64": "i64", "int32": "i3
               "uint8": "u8", "bool": "i1"}  # fmt: skip
 
 
-def compile_to_ptx(compiled, target: str = "sm_90") -> dict:
+def compile_to_ptx(compiled, target: str = "sm_90", aligned: bool = False) -> dict:
     """Every stage (TTIR ... PTX) of each Triton kernel of a ``CompiledGraph`` built with
     ``codegen="triton"``, through course_lib.triton.compile_stages (no GPU needed). Keyed by jit function
     name (a split reduction has ``<name>_partial`` too); a kernel that is an alias of an earlier
-    identical one is left out."""
+    identical one is left out. ``aligned=True`` compiles for 16-byte-aligned pointers and sizes divisible
+    by 16, as a launch with such tensors specialises (vector loads: fewer registers)."""
     from course_lib.triton import compile_stages
 
     call_globals = compiled.call.__globals__
@@ -721,5 +722,6 @@ def compile_to_ptx(compiled, target: str = "sm_90") -> dict:
                 if id(jit_fn) in seen:  # an alias of an identical kernel (a repeated layer): compiled once, shown once
                     continue
                 seen.add(id(jit_fn))
-                out[name] = compile_stages(jit_fn, launch.signature, launch.constexprs, target, num_warps=warps)
+                out[name] = compile_stages(jit_fn, launch.signature, launch.constexprs, target, num_warps=warps,
+                                           aligned=aligned)
     return out
