@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import sympy
 
-from course_lib.inductor.ir import IndexValue, Load, Op
+from course_lib.inductor.ir import Const, IndexValue, Load, Op
+from course_lib.inductor.scheduler import Acc
 from course_lib.inductor.sizevars import _linear_terms, free_sizes, kernel_vars, prod
 
 
@@ -109,6 +110,19 @@ class Kernel:
     def tmp(self) -> str:
         self.counter += 1
         return f"tmp{self.counter - 1}"
+
+    def reuse(self, expr, scope: Scope, spell_const) -> str | None:
+        """What a backend's ``emit`` returns without writing a line, else None: the name ``expr``
+        already has in ``scope`` or an enclosing one (CSE), a reduction's accumulator, or a
+        constant in the backend's spelling (``spell_const(value, dtype)``)."""
+        hit = scope.lookup(expr)
+        if hit:
+            return hit
+        if isinstance(expr, Acc):
+            return self.accs[expr.buf]
+        if isinstance(expr, Const):
+            return spell_const(expr.value, expr.dtype)
+        return None
 
 
 # ---------------------------------------------------------------------------

@@ -30,7 +30,7 @@ import sympy
 
 from course_lib.inductor.codegen.common import Kernel, Scope, depends_on, pointer_names, simplify_loops  # noqa: F401
 from course_lib.inductor.ir import Const, IndexValue, Load, Op
-from course_lib.inductor.scheduler import Acc, KernelPlan
+from course_lib.inductor.scheduler import KernelPlan
 from course_lib.inductor.sizevars import FloorDiv, ModIdx, is_static, kernel_vars, prod
 
 CTYPE = {"float32": "float", "float64": "double", "int64": "int64_t", "int32": "int32_t", "int16": "int16_t",
@@ -205,13 +205,9 @@ class CppKernel(Kernel):
     def emit(self, expr, outer: Scope, inner: Scope) -> str:
         """Emit ``expr`` at the outermost scope where it is invariant; return its name."""
         scope = inner if depends_on(expr, self.inner_syms) else outer
-        hit = scope.lookup(expr)
-        if hit:
-            return hit
-        if isinstance(expr, Acc):
-            return self.accs[expr.buf]
-        if isinstance(expr, Const):
-            return cpp_const(expr.value, expr.dtype)
+        known = self.reuse(expr, scope, cpp_const)
+        if known:
+            return known
         if isinstance(expr, IndexValue):
             code = f"static_cast<{CTYPE[expr.dtype]}>({self.index(expr.index)})"
         elif isinstance(expr, Load):
