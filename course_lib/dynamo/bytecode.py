@@ -51,13 +51,15 @@ def code_of(fn: Any) -> types.CodeType:
     return fn.__code__
 
 
-def _stack_effect(ins: dis.Instruction) -> int | None:
+def _stack_effect(ins: dis.Instruction, jump: bool = False) -> int | None:
+    if ins.opname == "RETURN_GENERATOR":  # dis says 0; resuming pushes the value sent in (POP_TOP drops it)
+        return 1
     if ins.opcode < dis.HAVE_ARGUMENT:
         arg = None
     else:
         arg = ins.arg or 0
     try:
-        return dis.stack_effect(ins.opcode, arg)
+        return dis.stack_effect(ins.opcode, arg, jump=jump)
     except ValueError:  # pseudo/specialised ops dis cannot size
         return None
 
@@ -83,14 +85,56 @@ def instructions(fn: Any) -> list[Instr]:
     return out
 
 
+# Instructions after which the next one is not reached by falling through.
+NO_FALLTHROUGH = frozenset({
+    "RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
+    "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_ABSOLUTE", "JUMP", "JUMP_NO_INTERRUPT",
+})  # fmt: skip
+
+
+def stack_depths(fn: Any) -> list[int]:
+    """The stack depth *before* each instruction, following the control flow as the compiler does
+    when it sizes ``co_stacksize`` (CPython's ``stackdepth()``): a jump target gets the depth the
+    jump leaves (``dis.stack_effect(..., jump=True)``), a handler the depth its exception-table
+    entry names plus what is pushed for it (``lasti``, the exception).
+
+    Summing the effects line by line is wrong after a loop: on 3.12 ``FOR_ITER`` jumps to
+    ``END_FOR`` (which pops two) from the loop's start, not from the ``JUMP_BACKWARD`` above it."""
+    code = code_of(fn)
+    ins = list(dis.get_instructions(code))
+    at = {i.offset: k for k, i in enumerate(ins)}
+    depth: dict[int, int] = {0: 0}
+    for entry in dis.Bytecode(code).exception_entries:
+        depth.setdefault(at[entry.target], entry.depth + int(entry.lasti) + 1)
+    todo = list(depth)
+    while todo:
+        k = todo.pop()
+        i = ins[k]
+        successors = []
+        if i.opcode in JUMP_OPS and i.argval in at:
+            successors.append((at[i.argval], _stack_effect(i, jump=True)))
+        if i.opname not in NO_FALLTHROUGH and k + 1 < len(ins):
+            successors.append((k + 1, _stack_effect(i)))
+        for nxt, effect in successors:
+            if nxt not in depth:
+                depth[nxt] = depth[k] + (effect or 0)
+                todo.append(nxt)
+    out, last = [], 0
+    for k, i in enumerate(ins):  # unreachable code (rare: the compiler drops it) keeps the running sum
+        out.append(depth.get(k, last))
+        effect = _stack_effect(i)
+        last = out[-1] + (effect or 0)
+    return out
+
+
 def dis_table(fn: Any) -> list[tuple]:
-    """Rows (offset, line, opname, argrepr, stack effect, stack depth after) for display."""
-    rows, depth = [], 0
-    for ins in instructions(fn):
+    """Rows (offset, line, opname, argrepr, stack effect, stack depth after) for display; the
+    depth follows the control flow (:func:`stack_depths`)."""
+    rows = []
+    for ins, before in zip(instructions(fn), stack_depths(fn), strict=True):
         eff = ins.stack_effect if ins.stack_effect is not None else 0
-        depth += eff
         arg = ins.argrepr if ins.argrepr else ("" if ins.arg is None else str(ins.arg))
-        rows.append((ins.offset, ins.line or "", ins.opname, arg, f"{eff:+d}", depth))
+        rows.append((ins.offset, ins.line or "", ins.opname, arg, f"{eff:+d}", before + eff))
     return rows
 
 

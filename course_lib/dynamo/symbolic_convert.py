@@ -250,15 +250,23 @@ class InstructionTranslator:
                 raise
             self.stack, self.locals, self.kw_names, nodes = saved
             self.output.restore(nodes)
-            if self.checkpoint is not None:
+            if self.checkpoint is not None and not self.in_loop(self.checkpoint[2]):
                 self.break_at_comprehension(exc.reason)
-            elif any(start <= inst.offset <= end for start, end in self.loops):
+            elif self.in_loop(inst):
                 self.skip_rest_of_frame(inst, handler, exc.reason)
             elif self.in_try_block(inst):
                 self.skip_rest_of_frame(inst, handler, exc.reason, where="inside a try block")
             else:
                 self.break_graph(inst, handler, exc.reason)
         self.steps.append((self.trace[-1], [stack_label(v) for v in self.stack], len(self.output.graph)))
+
+    def in_loop(self, inst: Instr) -> bool:
+        """Whether ``inst`` lies in a loop body (between a backward jump's target and the jump).
+        For the ``BUILD_LIST`` of a 3.12 inlined comprehension this asks about loops *around* the
+        comprehension: its own loop starts after it. A break inside a comprehension inside a loop
+        gives up on the frame (Dynamo 2.11 on 3.12 finds the loop's backedge and skips the frame;
+        on 3.11 the ``<listcomp>`` CALL is inside the loop, so the answer is the same)."""
+        return any(start <= inst.offset <= end for start, end in self.loops)
 
     def track_comprehension(self, inst: Instr, saved: tuple) -> None:
         """Keep a checkpoint while inside an inlined comprehension (3.12, PEP 709) of this frame.
@@ -583,6 +591,8 @@ class InstructionTranslator:
             self.push(self.call_operator(operator.pos, [value]))
         elif inst.argrepr == "INTRINSIC_LIST_TO_TUPLE":
             self.push(ListVar(list(value.items), "tuple"))
+        elif inst.argrepr == "INTRINSIC_STOPITERATION_ERROR":  # a generator's catch-all handler
+            self.push(PyObjVar(stop_iteration_error(value.as_python())))
         else:
             raise Unsupported(f"CALL_INTRINSIC_1 {inst.argrepr}")
 
@@ -958,6 +968,8 @@ class InstructionTranslator:
         """Dispatch a call on the kind of callable (Dynamo: ``VariableTracker.call_function``)."""
         if isinstance(fn, BuiltinVar) and fn.value is super and not args and not kwargs:
             return zero_arg_super(self)  # needs this frame's __class__ cell, even after a break
+        if _two_arg_super(fn, args, kwargs):  # super(C, self): a CALL on 3.11; 3.12 uses LOAD_SUPER_ATTR
+            return SuperVar(args[0].as_python(), args[1])
         if self.eager:
             return self.call_eagerly(fn, args, kwargs)
         return fn.call_function(self, args, kwargs)
@@ -1034,12 +1046,25 @@ class InstructionTranslator:
         a closure cell is a graph break instead."""
         child.yielded = []
         mutated_before, log_before = set(self.output.mutated), len(self.output.mutations)
-        child.run()
+        try:
+            child.run()
+        except StopIteration as exc:  # 3.11: the generator object turns it into RuntimeError (3.12: bytecode does)
+            raise stop_iteration_error(exc) from exc
         self.trace.extend("  " + t for t in child.trace)
         cells_changed = any(isinstance(var, CellVar) for var, _, _ in self.output.mutations[log_before:])
         if set(self.output.mutated) - mutated_before or cells_changed:
             raise Unsupported("a generator with side effects cannot be run ahead of its consumer")
         return IteratorVar(child.yielded)
+
+
+def stop_iteration_error(exc: BaseException) -> BaseException:
+    """PEP 479: a StopIteration that escapes a generator's body becomes a RuntimeError (3.12 does it
+    in the generator's bytecode, ``CALL_INTRINSIC_1 INTRINSIC_STOPITERATION_ERROR``; 3.11 in C)."""
+    if isinstance(exc, StopIteration):
+        error = RuntimeError("generator raised StopIteration")
+        error.__cause__ = exc
+        return error
+    return exc
 
 
 def frame_unsupported(code: types.CodeType, inlining: bool = False) -> str | None:
@@ -1119,6 +1144,13 @@ def _is_leaf(module: torch.nn.Module) -> bool:
 
 def _has_tensor(values) -> bool:
     return any_tensor(values)
+
+
+def _two_arg_super(fn: Var, args: list[Var], kwargs: dict[str, Var]) -> bool:
+    if not (isinstance(fn, BuiltinVar) and fn.value is super and len(args) == 2 and not kwargs):
+        return False
+    cls = args[0].as_python() if isinstance(args[0], (ConstVar, PyObjVar, BuiltinVar)) else None
+    return isinstance(cls, type) and isinstance(args[1].as_python(), cls)
 
 
 def _identity(var: Var) -> Any:
