@@ -298,10 +298,48 @@ def _mutate_immediate(line, rng):
     return line[: h.start()] + rng.choice(["1", "0f3F800000", "-7", "0x10"]) + line[h.end() :]
 
 
+_SAME_CLASS = [(".s32", ".u32"), (".s64", ".u64"), (".b32", ".u32"), (".b64", ".u64"), (".u16", ".b16"), (".b32", ".s32")]
+
+
+def _mutate_legal(line, rng):
+    """Edits that usually stay legal PTX (ptxas decides): spacing, a same-width integer type, another
+    declared register of the same class, an optional modifier, a different constant."""
+    a, b = _operands_span(line)
+    choice = rng.randrange(5)
+    if choice == 0:  # spacing around commas and inside brackets
+        return line[:a] + line[a:b].replace(", ", " ,\t").replace("[", "[ ").replace("]", " ]") + line[b:]
+    if choice == 1:
+        o0, o1 = _opcode_span(line)
+        pairs = [(x, y) for x, y in _SAME_CLASS if x in line[o0:o1]] + [(y, x) for x, y in _SAME_CLASS if y in line[o0:o1]]
+        if not pairs:
+            return None
+        x, y = rng.choice(pairs)
+        return line[:o0] + line[o0:o1].replace(x, y, 1) + line[o1:]
+    if choice == 2:
+        hits = list(_REG_RE.finditer(line, a, b))
+        if not hits:
+            return None
+        h = rng.choice(hits)
+        return line[: h.start()] + f"%{h.group(1)}{max(1, int(h.group(2)) - 1)}" + line[h.end() :]
+    if choice == 3:
+        o0, o1 = _opcode_span(line)
+        op = line[o0:o1].split(".")[0]
+        extra = {"add": ".ftz", "mul": ".ftz", "max": ".ftz", "bra": ".uni", "ld": ".L1::evict_last", "st": ".cs"}.get(op)
+        if extra is None or extra in line or (extra == ".ftz" and ".f32" not in line[o0:o1]):
+            return None
+        return line[: o0 + len(op)] + extra + line[o0 + len(op) :]
+    ints = list(re.finditer(r"(?<=[\s,])(\d+)(?=[,;\s])", line[a:b]))
+    if not ints:
+        return None
+    h = rng.choice(ints)
+    return line[: a + h.start()] + str(int(h.group(1)) * 2 + 1) + line[a + h.end() :]
+
+
 MUTATORS = {
     "type": _mutate_type, "opcode": _mutate_opcode, "operand_count": _mutate_operand_count,
     "register": _mutate_register, "modifier": _mutate_modifier, "vector": _mutate_vector,
     "state_space": _mutate_space, "punctuation": _mutate_punctuation, "immediate": _mutate_immediate,
+    "legal": _mutate_legal,
 }  # fmt: skip
 
 
