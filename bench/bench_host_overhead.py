@@ -134,10 +134,13 @@ def _instrument_course(timers: Timers):
 
     fz, function = (importlib.import_module(f"course_lib.aot.{m}") for m in ("functionalize", "function"))
 
-    real_compile, saved = function.aot_compile, (aot.aot_compile, function.aot_compile, function.copy_back, aot.copy_back)
+    from course_lib import compat
+
+    real_compile = function.aot_compile
+    saved = (aot.aot_compile, function.aot_compile, function.copy_back, aot.copy_back, compat.foreach_copy)
 
     def undo():
-        aot.aot_compile, function.aot_compile, function.copy_back, aot.copy_back = saved
+        aot.aot_compile, function.aot_compile, function.copy_back, aot.copy_back, compat.foreach_copy = saved
 
     def aot_compile(*a, **k):
         cf = real_compile(*a, **k)
@@ -147,6 +150,7 @@ def _instrument_course(timers: Timers):
 
     aot.aot_compile = function.aot_compile = aot_compile
     function.copy_back = aot.copy_back = timers.wrap(fz.copy_back, "copy_back")
+    compat.foreach_copy = timers.wrap(compat.foreach_copy, "copy_back")  # the batched copy-back
     return undo
 
 

@@ -74,9 +74,9 @@ def wrapper_source(sched: Schedule, call_names: dict[str, str], pointer_args: bo
         lines.append(f"    {ins}{',' if len(g.inputs) == 1 else ''} = args")
         lines += _size_lines(g)
         for name in g.inputs:
-            if name in g.scalar_inputs:
-                continue
             b = g.buffer(name)
+            if name in g.scalar_inputs or _at_most_one_element(b.shape):  # any layout of one element is it
+                continue
             lines.append(f"    {name} = restride({name}, {tuple(b.shape)}, {tuple(b.stride)})")
     reuse_sources = {v[1] for v in sched.plan.values() if v[0] == "reuse"}
     for step, k in enumerate(sched.kernels):
@@ -116,7 +116,7 @@ def wrapper_source(sched: Schedule, call_names: dict[str, str], pointer_args: bo
         if o[0] == "none":
             outs.append("None")
         else:
-            outs.append(_py(TensorArg(o[1], o[2], o[3], o[4]), g))
+            outs.append(_py(TensorArg(o[1], o[2], o[3], o[4]), g, "reinterpret_tensor"))
     lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
     return "\n".join(lines)
 
@@ -138,6 +138,16 @@ def _size_lines(g) -> list[str]:
     more = ", ..." if len(g.sizevars.guards) > 2 else ""
     lines.append(f"    check_guards(dict({values}))  # {', '.join(shown)}{more}")
     return lines
+
+
+def _at_most_one_element(shape) -> bool:
+    """A static shape of 0 or 1 elements (``restride`` would return such a tensor unchanged)."""
+    n = 1
+    for d in shape:
+        if not isinstance(d, int):
+            return False
+        n *= d
+    return n <= 1
 
 
 def restride(t, size, stride):
@@ -175,7 +185,7 @@ def make_call(source: str, kernels: dict, device, sizevars=None) -> callable:
     arguments' views use the C++ fast paths Inductor's output code imports (``empty_strided_cpu`` /
     ``empty_strided_cuda``, ``reinterpret_tensor``: about 1.3 us each instead of 3.7 us for
     ``torch.empty_strided`` / ``torch.as_strided`` through the dispatcher, measured on this course's CPU);
-    what the graph returns stays a real ``as_strided`` view."""
+    what the graph returns is re-viewed the same way, as in Inductor's output code."""
     import torch
 
     from course_lib import compat
