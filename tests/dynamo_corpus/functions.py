@@ -1883,3 +1883,176 @@ def return_same_list_object(xs):
 @case()
 def unused_args(a, b):
     return 1.5
+
+
+# ============================================================ 10. bytecode that 3.11 and 3.12 compile differently
+# Each runs a path of the translator that only one of the two versions takes: 3.12's inlined
+# comprehensions (PEP 709: LOAD_FAST_AND_CLEAR, a break inside one), CALL_INTRINSIC_1 (unary +,
+# tuple(*a, *b), a generator's StopIteration guard), LOAD_SUPER_ATTR, BINARY_SLICE/STORE_SLICE,
+# LOAD_FAST_CHECK, RETURN_CONST; on 3.11 the <listcomp> functions, PRECALL, LIST_TO_TUPLE and the
+# CALL forms of super().
+@case()
+def unary_intrinsics(a, b):
+    flag = a.dim() == 2
+    return -a + (+b), ~(a > 0), not flag
+
+
+@case()
+def star_tuple_intrinsic(a, b):
+    xs, ys = [a, b], (b,)
+    return torch.cat((*xs, *ys)), torch.stack([*xs, *ys]), torch.add(*xs[:1], *[b])
+
+
+@case()
+def setcomp_with_break(a, b):
+    s = {print(i) or i for i in range(2)}
+    return a * len(s) + b
+
+
+@case()
+def dictcomp_with_break(a, b):
+    d = {i: print(i) for i in range(2)}
+    return a * len(d) + b
+
+
+@case()
+def nested_comprehension_break(a, b):
+    m = [[print(j) or j for j in range(2)] for i in range(2)]
+    return a * len(m) + b
+
+
+def _comprehension_helper(x):
+    ys = [print(i) or x * i for i in range(2)]
+    return ys[0] + ys[1]
+
+
+@case()
+def comprehension_break_in_callee(a, b):
+    return _comprehension_helper(a) + b
+
+
+@case()
+def comprehension_restores_shadowed_local(a, b):
+    i = 5
+    ys = [a * i for i in range(3)]
+    return ys[2] + b * i
+
+
+@case()
+def comprehension_break_restores_shadowed_local(a, b):
+    i = 5
+    ys = [print(i) or a * i for i in range(3)]
+    return ys[2] + b * i
+
+
+@case()
+def comprehension_of_lambdas(a, b):
+    fs = [lambda z, i=i: z * i for i in range(3)]
+    gs = [lambda z: z * k for k in range(3)]
+    return fs[2](a) + gs[0](b)
+
+
+@case()
+def comprehension_break_inside_loop(a, b):
+    for _ in range(2):
+        ys = [print(i) or a * i for i in range(2)]
+        b = b + ys[1]
+    return b
+
+
+@case()
+def comprehension_break_inside_try(a, b):
+    try:
+        ys = [print(i) or a * i for i in range(2)]
+    except KeyError:
+        ys = [b, b]
+    return ys[1] + b
+
+
+@case()
+def comprehension_break_inside_no_grad(a, b):
+    with torch.no_grad():
+        ys = [print(i) or a * i for i in range(2)]
+    return ys[1] + b
+
+
+@case()
+def comprehension_break_then_loop(a, b):
+    ys = [print(i) or a * i for i in range(2)]
+    for k in range(2):
+        b = b + ys[k]
+    return b
+
+
+@case()
+def comprehension_filter_break(a, b):
+    ys = [a * i for i in range(4) if print(i) is None and i % 2]
+    return sum(ys) + b
+
+
+def _gen_raises(x):
+    yield x
+    raise ValueError("stop")
+
+
+def _gen_raises_stopiteration(x):
+    yield x
+    raise StopIteration
+
+
+@case()
+def generator_raise_caught_by_caller(a, b):
+    try:
+        out = list(_gen_raises(a))
+    except ValueError:
+        out = [b]
+    return out[0] * 2
+
+
+@case()
+def generator_stopiteration_becomes_runtimeerror(a, b):
+    try:
+        out = list(_gen_raises_stopiteration(a))
+    except RuntimeError:
+        out = [b]
+    return out[0] + 1
+
+
+@case()
+def return_inside_for(a, b):
+    for w in [a, b]:
+        return w * 3
+    return b
+
+
+@case()
+def deleted_local_reassigned(a, b):
+    c = a + b
+    del c
+    c = a * b
+    return c
+
+
+@case()
+def slices_load_and_store(a, b):
+    xs = [a, b, a, b]
+    xs[1:3] = [b * 2]
+    return a[1:3] + b[:2], xs[-2:], len(xs[1:])
+
+
+class _Base(torch.nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+class _Child(_Base):
+    def forward(self, x):
+        return super().forward(x) * 2 + super(_Child, self).forward(x)
+
+
+_child = _Child()
+
+
+@case()
+def super_zero_and_two_args(a, b):
+    return _child(a) + b

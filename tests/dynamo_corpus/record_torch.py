@@ -3,7 +3,12 @@ number of break reasons) into torch_explain.json, beside course_lib.dynamo's cou
 
 Usage: .venv/bin/python -m tests.dynamo_corpus.record_torch   (about a minute on 2 cores)
 tests/test_dynamo_functions.py reads the file: it checks that every function that agreed with
-torch when recorded still agrees (when the installed torch is the recorded version).
+torch when recorded still agrees (when the installed torch and Python are the recorded ones).
+
+One file per Python: the course's 3.11 writes torch_explain.json; another version writes
+torch_explain_py312.json and so on (:func:`record_path`), since both Dynamo and ours see different
+bytecode there (the GPU machine runs 3.12 with torch 2.11; a 3.12 recording can be made on any
+machine with that torch: ``python3.12 -m tests.dynamo_corpus.record_torch``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE.parent))
+
+
+COURSE_PYTHON = (3, 11)
+
+
+def record_path(version: tuple[int, int] | None = None) -> Path:
+    """The recording for a Python version (this interpreter's by default)."""
+    major, minor = version or sys.version_info[:2]
+    name = "torch_explain.json" if (major, minor) == COURSE_PYTHON else f"torch_explain_py{major}{minor}.json"
+    return HERE / name
 
 
 def torch_counts(fn, make_args) -> list | str:
@@ -49,8 +64,8 @@ def main() -> None:
     agree = sum(r["torch"] == r["ours"] for r in rows.values())
     out = {"torch": torch.__version__, "python": sys.version.split()[0], "agree": agree, "total": len(rows),
            "cases": rows}  # fmt: skip
-    (HERE / "torch_explain.json").write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
-    print(f"agree {agree} of {len(rows)}")
+    record_path().write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    print(f"agree {agree} of {len(rows)}: {record_path().name}")
 
 
 if __name__ == "__main__":
