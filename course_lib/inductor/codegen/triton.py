@@ -722,6 +722,7 @@ def compile_to_ptx(compiled, target: str = "sm_90", aligned: bool = False) -> di
                 if id(jit_fn) in seen:  # an alias of an identical kernel (a repeated layer): compiled once, shown once
                     continue
                 seen.add(id(jit_fn))
-                out[name] = compile_stages(jit_fn, launch.signature, launch.constexprs, target, num_warps=warps,
-                                           aligned=aligned)
+                out[name] = compile_stages(
+                    jit_fn, launch.signature, launch.constexprs, target, num_warps=warps, aligned=aligned
+                )
     return out
