@@ -15,9 +15,10 @@ H200's L2 for every input alone):
   Triton's compile; caches were empty only if the machine was fresh); and, with every cache
   emptied, the first forward of a 12-layer GPT-2: course_lib compiling each kernel at its first
   launch, course_lib's process pool with its kernel cache, and Inductor (``cold_compile``).
-* a tiling sweep (``tiling_sweep``): the long-row and whole-tensor workloads again with other
-  values of course_lib's tiling constants (looped RBLOCK and warps, split count and step), so the
-  chosen defaults are checked against their neighbours in the same run.
+* a tiling sweep (``tiling_sweep``): the long-row workloads and cross entropy again with other
+  values of course_lib's tiling constants (persistent limit and warps, looped RBLOCK and warps,
+  eviction hints, split count), so the chosen defaults are checked against their neighbours in the
+  same run, with ptxas's registers a thread and spill bytes of every kernel.
 * the generated code: Inductor's output code (its ``triton_poi_`` / ``triton_per_`` / ``triton_red_``
   kernels and their ``@triton_heuristics`` decorators) and course_lib's Triton, for 04c to show
   side by side.
