@@ -6,9 +6,8 @@ Usage (on the H200 machine, from the repo root; < 2 minutes):
 
 Writes ``inductor_gpu.json``: per workload at 16384 x 4096 float32, kernel time of eager, Inductor
 and course_lib by ``triton.testing.do_bench`` with bytes moved and the fraction of measured copy
-bandwidth, the tiling sweep (with registers and spills), cold-compile seconds, Inductor's output code and
-course_lib's Triton (see
-``bench/bench_gpu_inductor.py``); per training case, forward and backward through course_lib.aot
+bandwidth, the tiling sweep (with registers and spills), cold-compile seconds, Inductor's output code
+and course_lib's Triton (see ``bench/bench_gpu_inductor.py``); per training case, forward and backward through course_lib.aot
 on the GPU against eager. Also ``softmax_triton.py`` (course_lib's Triton for softmax).
 ``--smoke`` runs tiny shapes on CPU (Triton interpreter) to test the script without a GPU. Works with torch 2.11 / triton 3.6 and torch 2.13 / triton 3.9.
 """
