@@ -362,13 +362,9 @@ class TritonKernel(Kernel):
     def emit(self, expr, outer: Scope, inner: Scope, mask_inner: str, mask_outer: str) -> str:
         dep = depends_on(expr, self.inner_syms)
         scope = inner if dep else outer
-        hit = scope.lookup(expr)
-        if hit:
-            return hit
-        if isinstance(expr, Acc):
-            return self.accs[expr.buf]
-        if isinstance(expr, Const):
-            return py_const(expr.value, expr.dtype)
+        known = self.reuse(expr, scope, py_const)
+        if known:
+            return known
         if isinstance(expr, IndexValue):
             code = f"({py_index(expr.index)}).to({TL_DTYPE[expr.dtype]})"
         elif isinstance(expr, Load):
