@@ -114,7 +114,8 @@ def parse_operand(text: str) -> Operand:
         m = _ADDRESS.match(inner)
         if m is None:
             return Operand("mem", t, (inner, 0))
-        offset = sum(int(term, 0) for term in re.findall(r"[+-]-?(?:0[xX][0-9a-fA-F]+|\d+)", m.group(2)))
+        terms = re.findall(r"([+-])(-?(?:0[xX][0-9a-fA-F]+|\d+))", m.group(2))
+        offset = sum(int(num, 0) * (-1 if sign == "-" else 1) for sign, num in terms)
         return Operand("mem", t, (m.group(1), offset))
     if re.match(r"^%(tid|ntid|ctaid|nctaid|clusterid|nclusterid|cluster_ctaid|cluster_nctaid)\.[xyz]$", t) or (
         t[1:] in _SREG_BITS
@@ -207,7 +208,7 @@ def _statements(ptx: str, start: int, name: str) -> tuple[list[_Stmt], int]:
                 raise _error_at(ptx, i, "'{' inside a vector operand that is already open")
             vec = i
         elif ch == "}":
-            if vec < 0 and "\n" in ptx[cur_pos:i].strip():  # the block or body closes: the ';' is missing
+            if vec < 0 and "\n" in _LABEL_PREFIX.sub("", "".join(cur).strip()).strip():  # a '}' closes the block
                 lines = "".join(cur).rstrip().split("\n")
                 while len(lines) > 1 and _ONLY_LABELS.match(lines[-1]):
                     lines.pop()  # labels between the instruction and the '}'
@@ -345,7 +346,10 @@ def _parse_instr(index: int, text: str, line: int, ptx: str = "", pos: int = 0) 
         col = _col_of(ptx, pos + text.index(opcode)) if ptx else 1
         why = "a ',' right after the opcode" if opcode.endswith(",") else "not a PTX opcode"
         raise PtxSyntaxError(f"line {line}, column {col}: {opcode!r} is {why} (in `{text}`)")
-    ops = tuple(parse_operand(o) for o in _split_top(parts[1])) if len(parts) > 1 else ()
+    try:
+        ops = tuple(parse_operand(o) for o in _split_top(parts[1])) if len(parts) > 1 else ()
+    except ValueError as exc:  # a number PTX cannot read, say 0x
+        raise PtxSyntaxError(f"line {line}: cannot read the operands of `{text}` ({exc})") from None
     if len(parts) > 1 and (parts[1].rstrip().endswith(",") or re.search(r",\s*,", parts[1])):
         ops = ops + (Operand("empty", ""),)  # reported by the checker with its column
     op, *mods = opcode.split(".")
@@ -468,10 +472,11 @@ SPECS = {
     "set": _spec({"": "daa", "and": "daap", "or": "daap", "xor": "daap"}, {"u32", "s32", "f32"} | BITS | INT | FLOAT,
                  CMP | {"ftz", "and", "or", "xor"}, ntypes=2, need=((tuple(CMP), BITS | INT | FLOAT),)),
     "bra": _spec("l", (), {"uni"}, ntypes=0),
+    "elect": _spec("xx", (), {"sync"}, ntypes=0, need=((("sync",), None),)),
     "bar": _spec({"": "u|uu", "red": "dup|duup"}, {"u32", "pred"}, {"sync", "arrive", "red", "aligned", "cta", "popc",
-                 "and", "or"}, ntypes=(0, 1)),
+                 "and", "or"}, ntypes=(0, 1), need=((("sync", "arrive", "red"), None),)),
     "barrier": _spec({"": "u|uu", "red": "dup|duup"}, {"u32", "pred"}, {"sync", "arrive", "red", "aligned", "cta",
-                     "popc", "and", "or"}, ntypes=(0, 1)),
+                     "popc", "and", "or"}, ntypes=(0, 1), need=((("sync", "arrive", "red"), None),)),
     "ret": _spec("", (), {"uni"}, ntypes=0),
     "exit": _spec("", (), (), ntypes=0),
 }  # fmt: skip
@@ -479,7 +484,7 @@ SPECS = {
 #: Opcodes the parser knows but checks loosely: the opcode, its modifiers against :data:`VOCABULARY`,
 #: its type names, declared registers and labels (their operand lists are long and varied).
 LOOSE_OPS = frozenset("""
-    atom red redux vote match activemask elect mbarrier cp wgmma mma ldmatrix stmatrix movmatrix fence membar
+    atom red redux vote match activemask mbarrier cp wgmma mma ldmatrix stmatrix movmatrix fence membar
     createpolicy griddepcontrol setmaxnreg tensormap multimem getctarank mapa nanosleep trap brkpt prefetch
     prefetchu isspacep discard applypriority call brx dp4a dp2a sad slct ldu suld sust sured tex tld4 txq
     alloca stacksave stackrestore clusterlaunchcontrol tcgen05 istypep szext bmsk addc subc madc mul24 mad24
@@ -545,7 +550,7 @@ def _check_instr(ins: Instr, ctx: _Context, pos: int = -1) -> None:
         _check_names(ins, ctx)
         spec = SPECS.get(ins.op)
         if spec is None:
-            _check_loose(ins)
+            _check_loose(ins, ctx)
         else:
             _check_spec(ins, spec, ctx)
     except _Fail as f:
@@ -563,14 +568,21 @@ def _check_shapes(ins: Instr) -> None:
     for op in ins.operands:
         if op.kind == "empty":
             raise _Fail("an empty operand: two commas in a row, or a comma before ';'", ",")
+        closer = {"vec": "}", "mem": "]"}.get(op.kind)
+        if closer and (not op.text.endswith(closer) or op.text.count(op.text[0]) > 1 and op.kind == "vec"):
+            raise _Fail(f"',' missing after {op.text[: op.text.index(closer) + 1]!r}", op.text)
+        if op.kind == "mem" and op.text.count("[") > 1:
+            raise _Fail(f"',' missing after {op.text[: op.text.index(']') + 1]!r}", op.text)
         if op.kind == "vec":
-            if not op.text.endswith("}") or any(not p or " " in p for p in op.parts):
+            if any(not p or " " in p for p in op.parts):
                 raise _Fail(f"a malformed vector operand {op.text!r}: {{%r1, %r2}} expected", op.text[:8])
             continue
         if op.kind == "mem":  # cp.async.bulk.tensor's [%rd1, {%r1, %r2}] is checked loosely
             inner = op.text.strip("[] ").replace(" ", "")
-            if ins.op in SPECS and (_ADDRESS.match(inner) is None or not op.text.endswith("]")):
+            if ins.op in SPECS and _ADDRESS.match(inner) is None:
                 raise _Fail(f"a malformed address {op.text!r}: [%rd1], [%rd1+8] or [symbol] expected", op.text)
+            if re.match(r"^-?(0[xX][0-9a-fA-F]+|\d+)([+-]|$)", inner) and "local" not in ins.mods:
+                raise _Fail(f"a constant address {op.text!r} is only allowed for .local", op.text)
             continue
         words = op.text.split()
         if len(words) > 1:
@@ -625,10 +637,18 @@ def _split_mods(ins: Instr) -> tuple[list, list, list, list]:
     return types, spaces, vectors, other
 
 
-def _check_loose(ins: Instr) -> None:
+def _check_loose(ins: Instr, ctx: _Context) -> None:
     if ins.op not in LOOSE_OPS:
         raise _Fail(f"{ins.op!r} is not a PTX instruction", ins.op)
-    types, _spaces, vectors, other = _split_mods(ins)
+    types, spaces, vectors, other = _split_mods(ins)
+    first = ins.operands[0] if ins.operands else None
+    if ins.op in _LOOSE_RESULT and first is not None and first.kind != "mem" and not _NO_RESULT & set(ins.mods):
+        names = first.parts if first.kind == "vec" else first.text.split("|")
+        bad = [m for m in names if m[:1] not in ("%", "_") and m not in ctx.simple]
+        if bad:
+            raise _Fail(f"the result of {ins.op} must go to a register, not {bad[0]!r}", bad[0])
+    if spaces and ins.op not in _LOOSE_SPACES:
+        raise _Fail(f"{ins.op} takes no state space (.{spaces[0]})", "." + spaces[0])
     for v in vectors:
         if ins.op not in ("atom", "red", "ldu", "multimem") or v not in ("v2", "v4", "v8"):
             raise _Fail(f"'.{v}' is not a vector width {ins.op} takes", "." + v)
@@ -642,6 +662,14 @@ def _check_loose(ins: Instr) -> None:
         raise _Fail(f"modifier '.{dup}' is given twice", "." + dup)
 
 
+#: loosely checked opcodes that name a state space (cp.async.cg.shared.global, fence.proxy.async.shared::cta)
+_LOOSE_SPACES = frozenset("""cp atom red mbarrier ldmatrix stmatrix prefetch prefetchu ldu fence multimem isspacep
+    getctarank mapa tensormap discard applypriority membar suld sust sured tcgen05 cvta""".split())
+#: loosely checked opcodes whose first operand (when not an address) is a result
+_LOOSE_RESULT = frozenset("""atom redux vote match activemask elect ldmatrix mma wgmma createpolicy getctarank mapa
+    ldu isspacep dp4a dp2a sad slct mul24 mad24 addc subc madc bfind fns szext bmsk testp suld tex tld4 txq istypep
+    movmatrix alloca stacksave mbarrier""".split())
+_NO_RESULT = frozenset({"wait_group", "commit_group", "fence", "wait_all", "init", "inval"})  # wgmma.wait_group 0
 _ALL_MODS = frozenset().union(*(s.mods for s in SPECS.values()))
 
 
@@ -685,9 +713,11 @@ def _check_modifiers(ins, spec, types, spaces, vectors, other) -> None:
         if t not in spec.types:
             allowed = " ".join("." + x for x in sorted(spec.types))
             raise _Fail(f"{ins.op} does not take type .{t} (it takes {allowed})", "." + t)
-    for group, when in spec.need:
-        if types and types[-1] in when and not any(g in other for g in group):
-            raise _Fail(f"{ins.op}.{types[-1]} needs one of {' '.join('.' + g for g in sorted(group))}", ins.op)
+    for group, when in spec.need:  # when: the types that need it (None: every form)
+        applies = when is None or (types and types[-1] in when)
+        if applies and not any(g in other for g in group):
+            form = f"{ins.op}.{types[-1]}" if types else ins.op
+            raise _Fail(f"{form} needs one of {' '.join('.' + g for g in sorted(group))}", ins.op)
     if ins.op == "cvt":
         _check_cvt_rounding(types, other)
     elif types:
@@ -759,8 +789,9 @@ def _check_kind_modifiers(ins: Instr, ty: str, other: list) -> None:
     bad = [m for m in other if (m in FLOAT_ONLY and not is_float) or (m in INT_ONLY and is_float)]
     if ins.op == "setp":
         bad += [m for m in other if (m in CMP_FLOAT_ONLY and not is_float) or (m in CMP_INT_ONLY and is_float)]
-    if ins.op in ("add", "sub") and "sat" in other and ty not in FLOAT | {"s32"}:
-        bad.append("sat")
+    int_sat = ty == "s32" and (ins.op in ("add", "sub") or (ins.op == "mad" and "hi" in other))
+    if "sat" in other and not is_float and not int_sat:
+        bad.append("sat")  # saturating integer arithmetic: only add/sub.sat.s32 and mad.hi.sat.s32
     if bad:
         what = "floating-point" if not is_float else "integer"
         raise _Fail(f"'.{bad[0]}' applies to {what} types only, not .{ty}", "." + bad[0])
@@ -825,6 +856,8 @@ def _check_operand(ins, spec, role, k, op, types, spaces, vectors, ctx) -> None:
             raise _Fail(f"mov packs 2 or 4 registers; this vector has {len(members)}", op.text)
     elif role == "v" and vectors:
         raise _Fail(f".{vectors[0]} needs a vector operand {{%r1, %r2, ...}}, not {op.text!r}", op.text)
+    if role == "v" and not vectors and op.kind == "vec" and len(members) != 1:
+        raise _Fail(f"{len(members)} registers need a .v{len(members)} {ins.op}; a scalar {ins.op} moves one", op.text)
     for text in members:
         for part in text.split("|") if ins.op in ("setp", "shfl") else (text,):
             _check_value(ins, k, part.lstrip("!"), want if "|" not in text or part == text.split("|")[0] else "pred",
@@ -846,6 +879,10 @@ def _check_value(ins, k, text, want, relaxed, ctx) -> None:
     """A register of the right width and kind, or an immediate of the right kind."""
     if text == "_":
         return
+    if want.startswith(("e", "ue")):
+        relaxed = False  # packed fp8 values: exactly their width, and no constants
+        if not text.startswith("%"):
+            raise _Fail(f"{text!r}: .{want} takes a register, not a constant", text)
     if re.match(r"^0[fFdD][0-9a-fA-F]+$", text):
         if _kind(want) in ("i", "pred") or want in ("f16", "bf16", "f16x2", "bf16x2"):
             raise _Fail(f"{text} is a floating-point constant; .{want} needs an integer", text)
