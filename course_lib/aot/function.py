@@ -63,6 +63,10 @@ def aot_compile(fn, args, fw_compiler=None, bw_compiler=None, method: str = "def
             results = fw(*inputs)
             outs, saved = results[:n_out], results[n_out:]
             ctx.save_for_backward(*saved)
+            # An output nobody differentiated (the updated running statistics, an unused pooler output)
+            # reaches backward as None, not as a tensor of zeros the engine would allocate and fill
+            # for it (one fill kernel each on a GPU); backward makes zeros only where the graph reads them.
+            ctx.set_materialize_grads(False)
             ctx.mark_non_differentiable(*outs[n_user:])  # updated inputs: copied back, never differentiated
             return tuple(outs)
 
@@ -77,7 +81,8 @@ def aot_compile(fn, args, fw_compiler=None, bw_compiler=None, method: str = "def
             return tuple(full)
 
     CompiledFunction.joint, CompiledFunction.partition = joint, part
-    CompiledFunction.run = staticmethod(runtime_wrapper(CompiledFunction.apply, n_user, joint.mutated))
+    apply = compat.autograd_function_apply(CompiledFunction)  # CompiledFunction.apply, less per-call Python
+    CompiledFunction.run = staticmethod(runtime_wrapper(apply, n_user, joint.mutated))
     return CompiledFunction
 
 
