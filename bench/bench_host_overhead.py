@@ -137,10 +137,13 @@ def _instrument_course(timers: Timers):
     from course_lib import compat
 
     real_compile = function.aot_compile
-    saved = (aot.aot_compile, function.aot_compile, function.copy_back, aot.copy_back, compat.foreach_copy)
+    batched = getattr(compat, "foreach_copy", None)  # absent before the batched copy-back (for before/after runs)
+    saved = (aot.aot_compile, function.aot_compile, function.copy_back, aot.copy_back)
 
     def undo():
-        aot.aot_compile, function.aot_compile, function.copy_back, aot.copy_back, compat.foreach_copy = saved
+        aot.aot_compile, function.aot_compile, function.copy_back, aot.copy_back = saved
+        if batched is not None:
+            compat.foreach_copy = batched
 
     def aot_compile(*a, **k):
         cf = real_compile(*a, **k)
@@ -150,7 +153,8 @@ def _instrument_course(timers: Timers):
 
     aot.aot_compile = function.aot_compile = aot_compile
     function.copy_back = aot.copy_back = timers.wrap(fz.copy_back, "copy_back")
-    compat.foreach_copy = timers.wrap(compat.foreach_copy, "copy_back")  # the batched copy-back
+    if batched is not None:
+        compat.foreach_copy = timers.wrap(batched, "copy_back")  # the batched copy-back
     return undo
 
 
