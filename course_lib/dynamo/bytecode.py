@@ -104,7 +104,7 @@ def stack_depths(fn: Any) -> list[int]:
     ins = list(dis.get_instructions(code))
     at = {i.offset: k for k, i in enumerate(ins)}
     depth: dict[int, int] = {0: 0}
-    for entry in dis.Bytecode(code).exception_entries:
+    for entry in exception_entries(code):
         depth.setdefault(at[entry.target], entry.depth + int(entry.lasti) + 1)
     todo = list(depth)
     while todo:
@@ -125,6 +125,25 @@ def stack_depths(fn: Any) -> list[int]:
         effect = _stack_effect(i)
         last = out[-1] + (effect or 0)
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class ExceptionEntry:
+    """One row of the exception table (3.11+, ``dis``'s "ExceptionTable"): an exception raised by
+    an instruction in ``[start, end)`` continues at ``target`` with the stack cut to ``depth``
+    (plus the offset of the raising instruction when ``lasti``)."""
+
+    start: int
+    end: int
+    target: int
+    depth: int
+    lasti: bool
+
+
+def exception_entries(fn: Any) -> list[ExceptionEntry]:
+    """The exception table of ``fn``'s code, as ``dis`` decodes ``co_exceptiontable``."""
+    return [ExceptionEntry(e.start, e.end, e.target, e.depth, bool(e.lasti))
+            for e in dis.Bytecode(code_of(fn)).exception_entries]  # fmt: skip
 
 
 def dis_table(fn: Any) -> list[tuple]:

@@ -67,7 +67,7 @@ from typing import Any
 
 import torch
 
-from course_lib.dynamo.bytecode import Instr, instructions
+from course_lib.dynamo.bytecode import Instr, exception_entries, instructions
 from course_lib.dynamo.exc import Unsupported
 from course_lib.dynamo.output_graph import BreakRecord, OutputGraph
 from course_lib.dynamo.source import Source
@@ -185,7 +185,7 @@ class InstructionTranslator:
         self.checkpoint: tuple | None = None  # state at the comprehension's BUILD_LIST (Dynamo: speculate())
         # loop bodies: from a backward jump's target to the jump (3.11+: no block stack for loops)
         # 3.11+: which handler covers which instructions (dis: "ExceptionTable")
-        self.exception_table = list(dis.Bytecode(code).exception_entries)
+        self.exception_table = exception_entries(code)
         self.loops = [(ins.argval, ins.offset) for ins in self.instructions
                       if ins.opname.startswith(("JUMP_BACKWARD", "POP_JUMP_BACKWARD")) and ins.argval < ins.offset]  # fmt: skip
 
