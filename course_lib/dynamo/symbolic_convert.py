@@ -33,8 +33,20 @@ or dict comprehension is inlined into the frame (PEP 709), and a break inside it
 comprehension's ``BUILD_LIST``, runs the whole comprehension eagerly and continues after it
 (:meth:`InstructionTranslator.break_at_comprehension`); on 3.11 the comprehension is its own
 function, so the break is at its ``CALL`` and the ``<listcomp>`` frame is skipped as a loop.
-Both give the same counts. Tensor mutation (``x.add_(1)``, ``x[0] = 1``, ``x += y``) is
-reported as a break and runs eagerly; Dynamo captures tensor mutation in the graph. Mutation of lists, dicts and sets is captured (variables/lists.py).
+Usually both give the same counts; where they do not, Dynamo differs the same way (checked with
+torch 2.11 on 3.11 and 3.12, and 2.13 on 3.11):
+
+==========================================  ==================================  ===============================
+break inside a comprehension that is ...    3.11 (``<listcomp>`` CALL)          3.12 (inlined)
+==========================================  ==================================  ===============================
+in a loop                                   the frame is given up               the frame is given up
+in a ``try`` block                          the frame is given up               back to ``BUILD_LIST``, resumed
+a set comprehension (``BUILD_SET``)         break at the CALL, resumed          the frame is given up (a loop)
+==========================================  ==================================  ===============================
+
+Tensor mutation (``x.add_(1)``, ``x[0] = 1``, ``x += y``) is reported as a break and runs eagerly;
+Dynamo captures tensor mutation in the graph. Mutation of lists, dicts and sets is captured
+(variables/lists.py).
 
 What this file holds: the opcode handlers and the loop that runs them. What a value does when
 an opcode meets it (``a + b``, ``obj.method(...)``, ``obj[i]``, ``iter(obj)``, a builtin call) is

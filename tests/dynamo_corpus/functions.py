@@ -1948,7 +1948,7 @@ def comprehension_break_restores_shadowed_local(a, b):
 @case()
 def comprehension_of_lambdas(a, b):
     fs = [lambda z, i=i: z * i for i in range(3)]
-    gs = [lambda z: z * k for k in range(3)]
+    gs = [lambda z: z * k for k in range(3)]  # noqa: B023 (late binding on purpose: every one sees k == 2)
     return fs[2](a) + gs[0](b)
 
 
@@ -2047,7 +2047,7 @@ class _Base(torch.nn.Module):
 
 class _Child(_Base):
     def forward(self, x):
-        return super().forward(x) * 2 + super(_Child, self).forward(x)
+        return super().forward(x) * 2 + super(_Child, self).forward(x)  # noqa: UP008 (both forms on purpose)
 
 
 _child = _Child()
