@@ -63,15 +63,30 @@ def ptxas_verdicts(texts: list[str], arch: str = "sm_90a") -> list[str | None]:
     return out
 
 
-def parser_verdict(text: str) -> str | None:
-    """None when parse_ptx reads the text, else its error message."""
-    from course_lib.gpu.ptx import PtxSyntaxError, parse_ptx
+def parser_verdict(text: str, module=None) -> str | None:
+    """None when parse_ptx reads the text, else its error message (``module``: another version of
+    course_lib/gpu/ptx.py, for a before/after comparison)."""
+    if module is None:
+        from course_lib.gpu import ptx as module
 
     try:
-        parse_ptx(text)
-    except PtxSyntaxError as exc:
+        module.parse_ptx(text)
+    except module.PtxSyntaxError as exc:
         return str(exc)
+    except Exception as exc:  # noqa: BLE001 (an older parser's traceback counts as a rejection without a line)
+        return f"traceback: {type(exc).__name__}: {exc}"
     return None
+
+
+def load_parser(path: str):
+    """Import another version of course_lib/gpu/ptx.py from a file (``git show REV:course_lib/gpu/ptx.py``)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ptx_other", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ptx_other"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
 # ------------------------------------------------------------------------------------ corpus
@@ -147,7 +162,6 @@ def build_corpus(cache: pathlib.Path = ROOT / ".cache" / "ptx_corpus") -> dict[s
             files[name] = fname
     index.write_text(json.dumps(files, indent=1))
     return {k: (cache / v).read_text() for k, v in files.items()}
-
 
 
 # ------------------------------------------------------------------------------------ corruptions
@@ -237,7 +251,9 @@ def _mutate_register(line, rng):
         return None
     h = rng.choice(hits)
     prefix, num = h.group(1), int(h.group(2))
-    new = rng.choice([f"%{prefix}{num + 100000}", f"%q{num}", *(f"%{p}{num}" for p in ("r", "rd", "rs", "p") if p != prefix)])
+    new = rng.choice(
+        [f"%{prefix}{num + 100000}", f"%q{num}", *(f"%{p}{num}" for p in ("r", "rd", "rs", "p") if p != prefix)]
+    )
     return line[: h.start()] + new + line[h.end() :]
 
 
@@ -298,7 +314,14 @@ def _mutate_immediate(line, rng):
     return line[: h.start()] + rng.choice(["1", "0f3F800000", "-7", "0x10"]) + line[h.end() :]
 
 
-_SAME_CLASS = [(".s32", ".u32"), (".s64", ".u64"), (".b32", ".u32"), (".b64", ".u64"), (".u16", ".b16"), (".b32", ".s32")]
+_SAME_CLASS = [
+    (".s32", ".u32"),
+    (".s64", ".u64"),
+    (".b32", ".u32"),
+    (".b64", ".u64"),
+    (".u16", ".b16"),
+    (".b32", ".s32"),
+]
 
 
 def _mutate_legal(line, rng):
@@ -310,7 +333,9 @@ def _mutate_legal(line, rng):
         return line[:a] + line[a:b].replace(", ", " ,\t").replace("[", "[ ").replace("]", " ]") + line[b:]
     if choice == 1:
         o0, o1 = _opcode_span(line)
-        pairs = [(x, y) for x, y in _SAME_CLASS if x in line[o0:o1]] + [(y, x) for x, y in _SAME_CLASS if y in line[o0:o1]]
+        pairs = [(x, y) for x, y in _SAME_CLASS if x in line[o0:o1]] + [
+            (y, x) for x, y in _SAME_CLASS if y in line[o0:o1]
+        ]
         if not pairs:
             return None
         x, y = rng.choice(pairs)
@@ -324,7 +349,9 @@ def _mutate_legal(line, rng):
     if choice == 3:
         o0, o1 = _opcode_span(line)
         op = line[o0:o1].split(".")[0]
-        extra = {"add": ".ftz", "mul": ".ftz", "max": ".ftz", "bra": ".uni", "ld": ".L1::evict_last", "st": ".cs"}.get(op)
+        extra = {"add": ".ftz", "mul": ".ftz", "max": ".ftz", "bra": ".uni", "ld": ".L1::evict_last", "st": ".cs"}.get(
+            op
+        )
         if extra is None or extra in line or (extra == ".ftz" and ".f32" not in line[o0:o1]):
             return None
         return line[: o0 + len(op)] + extra + line[o0 + len(op) :]
@@ -372,7 +399,11 @@ class Outcome:
 
     @property
     def cell(self) -> str:
-        return ("ptxas_rejects" if self.ptxas else "ptxas_accepts") + "/" + ("parser_rejects" if self.parser else "parser_accepts")
+        return (
+            ("ptxas_rejects" if self.ptxas else "ptxas_accepts")
+            + "/"
+            + ("parser_rejects" if self.parser else "parser_accepts")
+        )
 
     @property
     def right_line(self) -> bool:
@@ -380,9 +411,10 @@ class Outcome:
         return bool(self.parser) and re.match(rf"line {self.case.line}\b", self.parser) is not None
 
 
-def evaluate(cases: list[Corruption]) -> list[Outcome]:
-    verdicts = ptxas_verdicts([c.text for c in cases])
-    return [Outcome(c, v, parser_verdict(c.text)) for c, v in zip(cases, verdicts, strict=True)]
+def evaluate(cases: list[Corruption], verdicts: list | None = None, module=None) -> list[Outcome]:
+    """Each case through ptxas (unless its ``verdicts`` are given) and through parse_ptx."""
+    verdicts = ptxas_verdicts([c.text for c in cases]) if verdicts is None else verdicts
+    return [Outcome(c, v, parser_verdict(c.text, module)) for c, v in zip(cases, verdicts, strict=True)]
 
 
 def matrix(outcomes: list[Outcome]) -> dict:
@@ -398,7 +430,9 @@ def by_kind(outcomes: list[Outcome]) -> dict:
     return {k: matrix([o for o in outcomes if o.case.kind == k]) for k in sorted(MUTATORS)}
 
 
-def run(per_kernel: int = 12, seed: int = 0) -> tuple[dict, list[Outcome]]:
+def run(per_kernel: int = 12, seed: int = 0, other=None) -> tuple[dict, list[Outcome]]:
+    """The matrix for ``per_kernel`` corruptions of each corpus kernel; with ``other`` (a parser
+    module) also that parser's matrix on the same texts and ptxas verdicts (``result["other"]``)."""
     corpus = build_corpus()
     originals = ptxas_verdicts(list(corpus.values()))
     bad = [k for k, v in zip(corpus, originals, strict=True) if v is not None]
@@ -407,15 +441,20 @@ def run(per_kernel: int = 12, seed: int = 0) -> tuple[dict, list[Outcome]]:
     unparsed = {k: parser_verdict(t) for k, t in corpus.items() if parser_verdict(t)}
     cases = [c for k, t in corpus.items() for c in corruptions(k, t, per_kernel, seed)]
     outcomes = evaluate(cases)
+    if other is not None:
+        before = evaluate(cases, [o.ptxas for o in outcomes], other)
+        result_other = {"matrix": matrix(before), "by_kind": by_kind(before)}
     result = {"kernels": len(corpus), "per_kernel": per_kernel, "seed": seed, "originals_rejected_by_parser": unparsed,
               "matrix": matrix(outcomes), "by_kind": by_kind(outcomes)}  # fmt: skip
+    if other is not None:
+        result["other"] = result_other
     return result, outcomes
 
 
 def report(result: dict, outcomes: list[Outcome], show: int = 40) -> str:
     m = result["matrix"]
     lines = [f"{m['total']} corruptions of {result['kernels']} kernels (seed {result['seed']})",
-             f"                 parser rejects  parser accepts",
+             "                 parser rejects  parser accepts",
              f"  ptxas rejects  {m['ptxas_rejects/parser_rejects']:14d}  {m['ptxas_rejects/parser_accepts']:14d}",
              f"  ptxas accepts  {m['ptxas_accepts/parser_rejects']:14d}  {m['ptxas_accepts/parser_accepts']:14d}",
              f"  rejected by both with the corrupted line named: {m['rejected_with_right_line']}"]  # fmt: skip
@@ -432,6 +471,7 @@ def main(results_dir: pathlib.Path) -> None:
     (results_dir / "ptx_parser.json").write_text(json.dumps(result, indent=1))
     print(report(result, outcomes, show=10))
 
+
 if __name__ == "__main__":
     import argparse
 
@@ -440,8 +480,11 @@ if __name__ == "__main__":
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--show", type=int, default=40)
     ap.add_argument("--json")
+    ap.add_argument("--compare-with", help="another ptx.py (git show REV:course_lib/gpu/ptx.py > old.py)")
     args = ap.parse_args()
-    res, outs = run(args.per_kernel, args.seed)
+    res, outs = run(args.per_kernel, args.seed, load_parser(args.compare_with) if args.compare_with else None)
     print(report(res, outs, args.show))
+    if "other" in res:
+        print("the other parser on the same texts:", json.dumps(res["other"]["matrix"]))
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(res, indent=1))

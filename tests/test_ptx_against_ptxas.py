@@ -100,6 +100,14 @@ BAD = [
     ("ld.global.b32 %r1, [%rd1;", r"the address opened here is not closed"),
     ("add.s32 %r1, %r2, %r3;;", r"an empty statement"),
     ("add.s32 %r1, %r2, %r8;", r"register %r8 is not declared"),
+    (
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%r1, %r2, %r3, %r4}, %rd1, %rd2, %p1, 1, 1, 0;",
+        r"with \.f16 inputs takes 8 operands; this has 7",
+    ),
+    (
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%r1, %r2, %r3}, %rd1, %rd2, %p1, 1, 1, 0, 1;",
+        r"m64n8k16\.f32 accumulates in 4 registers; this vector has 3",
+    ),
 ]
 
 #: lines ptxas accepts although they look odd (wider registers for ld/st/cvt, packing movs, sinks)
@@ -118,6 +126,7 @@ GOOD = [
     "mad.hi.sat.s32 %r1, %r2, %r3, %r4;",
     "ld.shared.b32 %r1, [%rs1];",
     "bar.sync 0, 128;",
+    "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%r1, %r2, %r3, %r4}, %rd1, %rd2, %p1, 1, 1, 0, 1;",
 ]
 
 

@@ -244,7 +244,9 @@ def _check_after_body(ptx: str, end: int, name: str) -> None:
     rest = ptx[end + 1 :]
     m = re.search(r"\S", rest)
     if m and rest[m.start()] != ".":
-        raise _error_at(ptx, end + 1 + m.start(), f"text after the end of .entry {name}'s body (a '}}' too many above?)")
+        raise _error_at(
+            ptx, end + 1 + m.start(), f"text after the end of .entry {name}'s body (a '}}' too many above?)"
+        )
 
 
 def _missing_semicolon(ptx: str, stmt: _Stmt) -> None:
@@ -503,7 +505,9 @@ VOCABULARY = frozenset("""
 """.split())  # fmt: skip
 _SHAPE = re.compile(r"^(m\d+n\d+k\d+|m\d+n\d+|x\d+|\d+d|v\d+)$")
 _TYPE_LIKE = re.compile(r"^(?:[bsuf]\d+|[bsuf]\d+x\d+|bf\d+\w*|e\dm\d\w*|pred|tf32|ue8m0\w*|s4|u4|i\d+)$")
-ARITY = {op: tuple(sorted({len(alt) for sig in spec.sigs.values() for alt in sig.split("|")})) for op, spec in SPECS.items()}
+ARITY = {
+    op: tuple(sorted({len(alt) for sig in spec.sigs.values() for alt in sig.split("|")})) for op, spec in SPECS.items()
+}
 #: which operand is an address ``[...]``
 ADDRESS_AT = {"ld": 1, "st": 0, "atom": 1, "red": 0}
 
@@ -660,15 +664,47 @@ def _check_loose(ins: Instr, ctx: _Context) -> None:
     if len(set(other)) != len(other):
         dup = next(m for m in other if other.count(m) > 1)
         raise _Fail(f"modifier '.{dup}' is given twice", "." + dup)
+    if ins.op == "wgmma" and "mma_async" in other:
+        _check_wgmma(ins, types, other)
+
+
+#: wgmma.mma_async's operands after the accumulator, by input type, with A in shared memory (a descriptor)
+#: or in registers: descriptors, scale-d, then immediate scale-a/b and transpose-a/b flags
+WGMMA_OPERANDS = {"f16": (8, 7), "bf16": (8, 7), "tf32": (6, 6), "e4m3": (6, 6), "e5m2": (6, 6), "s8": (4, 4),
+                  "u8": (4, 4), "b1": (4, 4)}  # fmt: skip
+
+
+def _check_wgmma(ins: Instr, types: list, other: list) -> None:
+    """``wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16 {d...}, a, b, scale-d, ...``: operand count
+    and accumulator size (N/2 registers of 32 bits for an f32/s32 result, N/4 for f16)."""
+    shape = next((m for m in other if re.fullmatch(r"m64n\d+k\d+", m)), None)
+    ab = [t for t in types[1:]] or [m for m in other if m in ("e4m3", "e5m2", "b1")]
+    if shape is None or len(types) < 2 or ab[0] not in WGMMA_OPERANDS or not ins.operands:
+        return
+    a_in_regs = len(ins.operands) > 1 and ins.operands[1].kind == "vec"
+    want = WGMMA_OPERANDS[ab[0]][1 if a_in_regs else 0]
+    if len(ins.operands) != want:
+        raise _Fail(f"wgmma.mma_async with .{ab[0]} inputs takes {want} operands; this has {len(ins.operands)}",
+                    ins.op)  # fmt: skip
+    n = int(shape.split("n")[1].split("k")[0])
+    regs = n // 4 if types[0] == "f16" else n // 2
+    d = ins.operands[0]
+    if d.kind != "vec" or len(d.parts) != regs:
+        have = len(d.parts) if d.kind == "vec" else 1
+        raise _Fail(f"{shape}.{types[0]} accumulates in {regs} registers; this vector has {have}", d.text[:8])
 
 
 #: loosely checked opcodes that name a state space (cp.async.cg.shared.global, fence.proxy.async.shared::cta)
-_LOOSE_SPACES = frozenset("""cp atom red mbarrier ldmatrix stmatrix prefetch prefetchu ldu fence multimem isspacep
-    getctarank mapa tensormap discard applypriority membar suld sust sured tcgen05 cvta""".split())
+_LOOSE_SPACES = frozenset(
+    """cp atom red mbarrier ldmatrix stmatrix prefetch prefetchu ldu fence multimem isspacep
+    getctarank mapa tensormap discard applypriority membar suld sust sured tcgen05 cvta""".split()
+)
 #: loosely checked opcodes whose first operand (when not an address) is a result
-_LOOSE_RESULT = frozenset("""atom redux vote match activemask elect ldmatrix mma wgmma createpolicy getctarank mapa
+_LOOSE_RESULT = frozenset(
+    """atom redux vote match activemask elect ldmatrix mma wgmma createpolicy getctarank mapa
     ldu isspacep dp4a dp2a sad slct mul24 mad24 addc subc madc bfind fns szext bmsk testp suld tex tld4 txq istypep
-    movmatrix alloca stacksave mbarrier""".split())
+    movmatrix alloca stacksave mbarrier""".split()
+)
 _NO_RESULT = frozenset({"wait_group", "commit_group", "fence", "wait_all", "init", "inval"})  # wgmma.wait_group 0
 _ALL_MODS = frozenset().union(*(s.mods for s in SPECS.values()))
 
@@ -892,7 +928,9 @@ def _check_value(ins, k, text, want, relaxed, ctx) -> None:
             raise _Fail(f"{text} is an integer constant; .{want} needs a float constant (0f3F800000 is 1.0)", text)
         return
     if not text.startswith("%"):
-        if ins.op in ("mov", "cvta") and (text in ctx.shared or text in ctx.params or re.match(r"^[A-Za-z_]\w*$", text)):
+        if ins.op in ("mov", "cvta") and (
+            text in ctx.shared or text in ctx.params or re.match(r"^[A-Za-z_]\w*$", text)
+        ):
             return  # the address of a variable
         raise _Fail(f"{text!r} is not a register or a constant", text)
     have = _reg_type(text, ctx)
