@@ -67,6 +67,7 @@ def explore(fn, *example_inputs, train: bool = False, backend: str = "both", ptx
     """
     from course_lib.explore import course, real
     from course_lib.explore.source import python_pane, source_of
+    from course_lib.explore.stable import stable_panes, stable_text
 
     _check_inputs(fn, example_inputs)
     if backend not in ("both", "real", "course"):
@@ -101,6 +102,8 @@ def explore(fn, *example_inputs, train: bool = False, backend: str = "both", ptx
                 for k in ("cpp_error", "triton_error"):
                     if k in part:
                         notes.append(f"course {part['kind']}: {k.split('_')[0]} kernels unavailable ({part[k]})")
+    stable_panes(panes)  # Dynamo's counters, uuids and addresses -> names that do not change between runs
+    notes = [stable_text(n) for n in notes]
     result = Exploration(getattr(src, "name", "fn"), panes, [], notes, src.first_line)
     result.summary = summarise(result)
     result.timings = timings

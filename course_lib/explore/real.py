@@ -28,6 +28,11 @@ from course_lib.explore.ops import matching, op_name
 from course_lib.explore.source import Source, bytecode_lines, line_of_stack_trace
 
 _CALL = re.compile(r"\b([A-Za-z_]\w*(?:\.\w+)?)\(")
+BYTECODE_NOTE = (
+    "What CPython runs instead of the original: call the compiled graph, rebuild the outputs, call the "
+    "resume function after a graph break. Dynamo's generated names are numbered from 1 in the order it made "
+    "them (course_lib.explore.stable): its own counters depend on what compiled before."
+)
 
 
 def _backward_step(out):
@@ -83,11 +88,10 @@ def _guard_lines(explain, fx0: set[str]) -> list[Line]:
 
 def dynamo_panes(rec, src: Source) -> list[Pane]:
     panes = []
-    if rec["bytecode"]:
-        _, new_code = rec["bytecode"][0]
-        lines = bytecode_lines(new_code, src, "real.bytecode")
-        panes.append(Pane("real.bytecode", "real", "bytecode", "Dynamo's transformed bytecode", lines, "text",
-                          "What CPython runs instead of the original: call the compiled graph, rebuild the outputs."))  # fmt: skip
+    for fi, (code, new_code) in enumerate(rec["bytecode"]):  # the function's frame, then each resume frame
+        key = "real.bytecode" + (str(fi) if fi else "")
+        title = "Dynamo's transformed bytecode" + (f" of {code.co_name}" if fi else "")
+        panes.append(Pane(key, "real", "bytecode", title, bytecode_lines(new_code, src, key), "text", BYTECODE_NOTE))
     for gi, gm in enumerate(rec["gms"]):
         lines = dynamo_graph_lines(gm.graph, f"real.fx{gi}", src)
         panes.append(Pane(f"real.fx{gi}", "real", "fx", f"Dynamo FX graph {gi}", lines, "python",
