@@ -585,6 +585,8 @@ def _check_shapes(ins: Instr) -> None:
             inner = op.text.strip("[] ").replace(" ", "")
             if ins.op in SPECS and _ADDRESS.match(inner) is None:
                 raise _Fail(f"a malformed address {op.text!r}: [%rd1], [%rd1+8] or [symbol] expected", op.text)
+            if re.match(r"^0[fFdD][0-9a-fA-F]+([+-]|$)", inner):
+                raise _Fail(f"a float constant cannot be an address ({op.text})", op.text)
             if re.match(r"^-?(0[xX][0-9a-fA-F]+|\d+)([+-]|$)", inner) and "local" not in ins.mods:
                 raise _Fail(f"a constant address {op.text!r} is only allowed for .local", op.text)
             continue
@@ -653,6 +655,13 @@ def _check_loose(ins: Instr, ctx: _Context) -> None:
             raise _Fail(f"the result of {ins.op} must go to a register, not {bad[0]!r}", bad[0])
     if spaces and ins.op not in _LOOSE_SPACES:
         raise _Fail(f"{ins.op} takes no state space (.{spaces[0]})", "." + spaces[0])
+    if ins.op == "cp" and "async" in other and "bulk" not in other and spaces[:1] + spaces[1:] and (
+        len(spaces) != 2 or spaces[0] not in ("shared", "shared::cta") or spaces[1] != "global"
+    ):
+        raise _Fail("cp.async copies .global to .shared (cp.async.cg.shared.global)", "." + spaces[0])
+    for op, group, words in _LOOSE_NEEDS:
+        if ins.op == op and (op != "redux" or "sync" in other) and not any(m in group for m in other):
+            raise _Fail(f"{ins.op} needs {words}", ins.op)
     for v in vectors:
         if ins.op not in ("atom", "red", "ldu", "multimem") or v not in ("v2", "v4", "v8"):
             raise _Fail(f"'.{v}' is not a vector width {ins.op} takes", "." + v)
@@ -694,6 +703,12 @@ def _check_wgmma(ins: Instr, types: list, other: list) -> None:
         raise _Fail(f"{shape}.{types[0]} accumulates in {regs} registers; this vector has {have}", d.text[:8])
 
 
+#: (opcode, one of these modifiers is required, in words) for loosely checked opcodes
+_LOOSE_NEEDS = (
+    ("ldmatrix", {"x1", "x2", "x4"}, "a count (.x1 .x2 .x4)"), ("stmatrix", {"x1", "x2", "x4"}, "a count (.x1 .x2 .x4)"),
+    ("ldmatrix", {"m8n8", "m16n16", "m8n16"}, "a shape (.m8n8)"), ("stmatrix", {"m8n8", "m16n8"}, "a shape (.m8n8)"),
+    ("redux", {"add", "min", "max", "and", "or", "xor"}, "an operation (.add .min .max .and .or .xor)"),
+)  # fmt: skip
 #: loosely checked opcodes that name a state space (cp.async.cg.shared.global, fence.proxy.async.shared::cta)
 _LOOSE_SPACES = frozenset(
     """cp atom red mbarrier ldmatrix stmatrix prefetch prefetchu ldu fence multimem isspacep
@@ -762,8 +777,6 @@ def _check_modifiers(ins, spec, types, spaces, vectors, other) -> None:
         raise _Fail(f"{ins.op} takes no state space (.{spaces[0]})", "." + spaces[0])
     if len(spaces) > 1:
         raise _Fail(f"{ins.op} takes one state space; this has {len(spaces)}", "." + spaces[1])
-    if ins.op == "ld" and spaces and spaces[0].startswith("param") and other:
-        raise _Fail(f"ld.param takes no '.{other[0]}' (kernel parameters are plain reads)", "." + other[0])
     if ins.op == "st" and spaces and spaces[0] in ("const", "param", "param::entry"):
         raise _Fail(f"st cannot write the read-only .{spaces[0]} space", "." + spaces[0])
     for m in other:
@@ -790,6 +803,7 @@ _ORDERS = frozenset({"relaxed", "acquire", "release"})
 _SPACE_FORBIDS = {
     "shared": (CACHE_HINTS,), "shared::cta": (CACHE_HINTS,), "shared::cluster": (CACHE_HINTS,),
     "local": (CACHE_HINTS, _ORDERS), "const": (CACHE_HINTS, _ORDERS | {"volatile"}),
+    "param": (CACHE_HINTS, _ORDERS | {"volatile"}), "param::entry": (CACHE_HINTS, _ORDERS | {"volatile"}),
 }  # fmt: skip
 #: (modifier, one of these must be present too, in words) for ld/st
 _REQUIRES = (
@@ -922,6 +936,9 @@ def _check_value(ins, k, text, want, relaxed, ctx) -> None:
     if re.match(r"^0[fFdD][0-9a-fA-F]+$", text):
         if _kind(want) in ("i", "pred") or want in ("f16", "bf16", "f16x2", "bf16x2"):
             raise _Fail(f"{text} is a floating-point constant; .{want} needs an integer", text)
+        bits = 32 if text[1] in "fF" else 64  # 0f: a 32-bit float's bits, 0d: a 64-bit double's
+        if _kind(want) == "b" and TYPE_BITS[want] != bits:
+            raise _Fail(f"{text} is a {bits}-bit float constant; .{want} holds {TYPE_BITS[want]} bits", text)
         return
     if re.match(r"^-?(0[xX][0-9a-fA-F]+|\d+)U?$", text):
         if want in FLOAT and ins.op != "mov":
