@@ -99,12 +99,15 @@ class TorchLogs:
 
 
 def parse_logs(text: str) -> TorchLogs:
-    """Split torch's log text into records; lines without torch's prefix are kept as raw text only."""
-    records = []
-    for line in text.splitlines():
-        m = LOG_LINE.match(line)
-        if m:
-            records.append(LogRecord(m["artifact"] or "", m["frame"] or "", m["source"], m["text"]))
+    """Split torch's log text into records; lines without torch's prefix are kept as raw text only.
+
+    Dynamo's run-varying names (``__compiled_fn_<n>_<uuid>``, ``__resume_at_<offset>_<n>``...) are
+    renumbered over the whole log (course_lib.explore.stable); ``raw`` keeps torch's own text."""
+    from course_lib.explore.stable import Renamer
+
+    found = [m for m in map(LOG_LINE.match, text.splitlines()) if m]
+    rename = Renamer.of(m["text"] for m in found)
+    records = [LogRecord(m["artifact"] or "", m["frame"] or "", m["source"], rename(m["text"])) for m in found]
     return TorchLogs(records, text)
 
 
@@ -331,7 +334,9 @@ def depyf_dump(fn, *args, backend: str = "eager") -> dict[str, str]:
     compat.dynamo_reset()
     full = "\n".join(p.read_text() for p in sorted(Path(out).glob("full_code_for_*.py")))
     shutil.rmtree(out, ignore_errors=True)
-    return _depyf_functions(full)
+    from course_lib.explore.stable import stable_text  # Dynamo's counters and uuids -> stable names
+
+    return _depyf_functions(stable_text(full))
 
 
 @contextlib.contextmanager

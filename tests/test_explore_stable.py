@@ -80,9 +80,11 @@ def test_ranks_follow_dynamos_counters_not_print_order():
 
 def test_ids_addresses_and_paths_go_names_the_course_makes_stay():
     text = ("G['___module_nn_140234234234_c3'] G['___unnamed_scope_140234111111_c4'] "
-            "<function f at 0x7f00aa12> tmp_1 graph_out_0 primals_12 __import_torch_dot__dynamo_dot_utils")  # fmt: skip
+            "<function f at 0x7f00aa12> tmp_1 graph_out_0 primals_12 __import_torch_dot__dynamo_dot_utils "
+            "___check_obj_id(L['self']._modules['lin'], 140234234234) ___check_type_id(L['x'], 94834)")  # fmt: skip
     assert stable_text(text) == ("G['___module_nn_id1'] G['___unnamed_scope_id1'] <function f> tmp_1 graph_out_0 "
-                                 "primals_12 __import_torch_dot__dynamo_dot_utils")  # fmt: skip
+                                 "primals_12 __import_torch_dot__dynamo_dot_utils "
+                                 "___check_obj_id(L['self']._modules['lin'], <id>) ___check_type_id(L['x'], <id>)")  # fmt: skip
     assert all(rule.what and rule.pattern.groupindex.get("stem") for rule in RULES)
 
 
@@ -99,3 +101,16 @@ def test_nested_code_objects_print_without_address_or_path():
     assert raw[0] != raw[1] and " at 0x" in raw[0]
     assert stable_text(raw[0]) == stable_text(raw[1])
     assert "LOAD_CONST <code object inner, line 2>" in stable_text(raw[0])
+
+
+def test_torch_logs_and_depyf_read_through_the_same_table():
+    from course_lib import debugtools
+
+    prefix = "V1203 13:35:33.295000 10394 torch/_dynamo/convert_frame.py:1234]"
+    text = (f"{prefix} [0/0] [__bytecode]   2 LOAD_GLOBAL NULL + __compiled_fn_31_{UUID}\n"
+            f"{prefix} [0/0] [__bytecode] 350 LOAD_GLOBAL __resume_at_76_33\n"
+            f"{prefix} [1/0] [__bytecode]   2 LOAD_GLOBAL NULL + __compiled_fn_35_{UUID.replace('2d', '77')}\n")  # fmt: skip
+    logs = debugtools.parse_logs(text)
+    assert logs.of("bytecode") == ["  2 LOAD_GLOBAL NULL + __compiled_fn_1", "350 LOAD_GLOBAL __resume_at_76_1",
+                                   "  2 LOAD_GLOBAL NULL + __compiled_fn_2"]  # fmt: skip
+    assert logs.raw == text  # torch's own text stays available

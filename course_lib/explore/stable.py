@@ -12,7 +12,7 @@ Each rule below keeps the stable part of such a name (the *stem*) and replaces t
   order Dynamo made them (its counter), within one recording: the first compiled graph of a
   compile is ``__compiled_fn_1``, the second ``__compiled_fn_2``; one raw name always gets the same
   stable name, so the same global keeps one name in every pane of that recording;
-* an address or an absolute path is dropped.
+* an address or an absolute path is dropped; an ``id()`` in guard code becomes ``<id>``.
 
 A *recording* is one run of the real tool. The explorer's guards come from ``torch._dynamo.explain``
 and its bytecode from a second compile; each numbers from 1, so the builtins dict that the guards
@@ -48,24 +48,32 @@ def _rule(what: str, pattern: str, template: str) -> Rule:
 
 _UUID = r"[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12}"
 
-# One rule per line; the first rule that matches a piece of text wins (a code object's address
-# goes with its rule, not with the plain address rule below it).
+# One rule per row; where two rules match at the same place the upper one wins (a code object's
+# address goes with its rule, not with the plain address rule below it).
+# fmt: off
 RULES: tuple[Rule, ...] = (
-    _rule("compiled graph: unique_id + uuid", rf"\b(?P<stem>__compiled_fn)_(?P<order>\d+)_{_UUID}\b", "{stem}_{n}"),
-    _rule("resume function: unique_id", r"\b(?P<stem>__resume_at_\d+)_(?P<order>\d+)\b", "{stem}_{n}"),
-    _rule("install_global: unique_id", r"\b(?P<stem>__builtins_dict__|__warnings_warn_wrapper|__gen_rand_values)"
-                                       r"_(?P<order>\d+)\b", "{stem}_{n}"),  # fmt: skip
-    _rule("list comprehension: unique_id", r"\b(?P<stem>__comprehension_\w+?_at_\d+)_(?P<order>\d+)\b", "{stem}_{n}"),
-    _rule("context manager: unique_id", r"\b(?P<stem>___context_manager_\d+)_(?P<order>\d+)\b", "{stem}_{n}"),
-    _rule("install_global_by_id: id + compile id", r"\b(?P<stem>\w*?)_\d{8,}_c(?P<order>\d+)\b", "{stem}_id{n}"),
-    _rule("code object: address + file", r'<code object (?P<stem>\S+) at 0x[0-9a-f]+, file "[^"]*", line (?P<line>\d+)>',
-          "<code object {stem}, line {line}>"),  # fmt: skip
-    _rule("object address", r" at 0x[0-9a-f]+(?P<stem>)", ""),
+    _rule("compiled graph: unique_id + uuid",       rf"\b(?P<stem>__compiled_fn)_(?P<order>\d+)_{_UUID}\b", "{stem}_{n}"),
+    _rule("resume function: unique_id",             r"\b(?P<stem>__resume_at_\d+)_(?P<order>\d+)\b", "{stem}_{n}"),
+    _rule("install_global: unique_id",              r"\b(?P<stem>__builtins_dict__|__warnings_warn_wrapper|"
+                                                    r"__gen_rand_values)_(?P<order>\d+)\b", "{stem}_{n}"),
+    _rule("list comprehension: unique_id",          r"\b(?P<stem>__comprehension_\w+?_at_\d+)_(?P<order>\d+)\b",
+                                                    "{stem}_{n}"),
+    _rule("context manager: unique_id",             r"\b(?P<stem>___context_manager_\d+)_(?P<order>\d+)\b", "{stem}_{n}"),
+    _rule("install_global_by_id: id + compile id",  r"\b(?P<stem>\w*?)_\d{8,}_c(?P<order>\d+)\b", "{stem}_id{n}"),
+    _rule("code object: address + file",           r'<code object (?P<stem>\S+) at 0x[0-9a-f]+, file "[^"]*", '
+                                                    r"line (?P<line>\d+)>", "<code object {stem}, line {line}>"),
+    _rule("guard code: id() of an object or type",  r"\b(?P<stem>___check_(?:obj|type)_id)\((?P<arg>.*?), \d+\)",
+                                                    "{stem}({arg}, <id>)"),
+    _rule("object address",                         r" at 0x[0-9a-f]+(?P<stem>)", ""),
 )
+# fmt: on
+
 
 def _matches(text: str):
     """``(rule, match)`` for each run-varying piece of ``text``, left to right; where two rules
     match at the same place, the one higher in the table wins."""
+    if "__" not in text and "0x" not in text and "_c" not in text:  # every rule needs one of these
+        return
     pos = 0
     while pos <= len(text):
         hits = [(m.start(), i, m) for i, r in enumerate(RULES) if (m := r.pattern.search(text, pos))]
