@@ -100,6 +100,10 @@ BAD = [
     ("ld.global.b32 %r1, [%rd1;", r"the address opened here is not closed"),
     ("add.s32 %r1, %r2, %r3;;", r"an empty statement"),
     ("add.s32 %r1, %r2, %r8;", r"register %r8 is not declared"),
+    ("cvt.rn.bf16.f32 %r1, %r2;", r"%r1 is a \.b32 register \(32 bits\); operand 1 of cvt needs \.bf16$|needs \.bf16 "),
+    ("mov.f32 %r1, %tid.x;", r"%tid\.x is a special register; \.f32 cannot read it"),
+    ("redux.sync.add.s32 %r1, %r2, %r3, %r3;", r"redux takes 3 operand"),
+    ("ldmatrix.sync.aligned.m8n8.x1.shared.s32 {%r1}, [%r2];", r"ldmatrix does not take type \.s32"),
     (
         "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%r1, %r2, %r3, %r4}, %rd1, %rd2, %p1, 1, 1, 0;",
         r"with \.f16 inputs takes 8 operands; this has 7",
@@ -126,6 +130,9 @@ GOOD = [
     "mad.hi.sat.s32 %r1, %r2, %r3, %r4;",
     "ld.shared.b32 %r1, [%rs1];",
     "bar.sync 0, 128;",
+    "cvt.rn.f16.f32 %r1, %r2;",
+    "redux.sync.add.s32 %r1, %r2, -1;",
+    "ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r1}, [%r2];",
     "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%r1, %r2, %r3, %r4}, %rd1, %rd2, %p1, 1, 1, 0, 1;",
 ]
 

@@ -473,6 +473,8 @@ SPECS = {
     "rcp": _spec("da", {"f32", "f64"}, ROUND | {"approx", "ftz"}, need=((tuple(ROUND | {"approx"}), {"f32", "f64"}),)),
     "set": _spec({"": "daa", "and": "daap", "or": "daap", "xor": "daap"}, {"u32", "s32", "f32"} | BITS | INT | FLOAT,
                  CMP | {"ftz", "and", "or", "xor"}, ntypes=2, need=((tuple(CMP), BITS | INT | FLOAT),)),
+    "redux": _spec("dau", {"u32", "s32", "b32", "f32"}, {"sync", "add", "min", "max", "and", "or", "xor", "abs", "NaN"},
+                   need=((("sync",), None), (("add", "min", "max", "and", "or", "xor"), None))),
     "bra": _spec("l", (), {"uni"}, ntypes=0),
     "elect": _spec("xx", (), {"sync"}, ntypes=0, need=((("sync",), None),)),
     "bar": _spec({"": "u|uu", "red": "dup|duup"}, {"u32", "pred"}, {"sync", "arrive", "red", "aligned", "cta", "popc",
@@ -486,7 +488,7 @@ SPECS = {
 #: Opcodes the parser knows but checks loosely: the opcode, its modifiers against :data:`VOCABULARY`,
 #: its type names, declared registers and labels (their operand lists are long and varied).
 LOOSE_OPS = frozenset("""
-    atom red redux vote match activemask mbarrier cp wgmma mma ldmatrix stmatrix movmatrix fence membar
+    atom red vote match activemask mbarrier cp wgmma mma ldmatrix stmatrix movmatrix fence membar
     createpolicy griddepcontrol setmaxnreg tensormap multimem getctarank mapa nanosleep trap brkpt prefetch
     prefetchu isspacep discard applypriority call brx dp4a dp2a sad slct ldu suld sust sured tex tld4 txq
     alloca stacksave stackrestore clusterlaunchcontrol tcgen05 istypep szext bmsk addc subc madc mul24 mad24
@@ -655,16 +657,27 @@ def _check_loose(ins: Instr, ctx: _Context) -> None:
             raise _Fail(f"the result of {ins.op} must go to a register, not {bad[0]!r}", bad[0])
     if spaces and ins.op not in _LOOSE_SPACES:
         raise _Fail(f"{ins.op} takes no state space (.{spaces[0]})", "." + spaces[0])
-    if ins.op == "cp" and "async" in other and "bulk" not in other and spaces[:1] + spaces[1:] and (
-        len(spaces) != 2 or spaces[0] not in ("shared", "shared::cta") or spaces[1] != "global"
+    if (
+        ins.op == "cp"
+        and "async" in other
+        and "bulk" not in other
+        and spaces[:1] + spaces[1:]
+        and (len(spaces) != 2 or spaces[0] not in ("shared", "shared::cta") or spaces[1] != "global")
     ):
         raise _Fail("cp.async copies .global to .shared (cp.async.cg.shared.global)", "." + spaces[0])
     for op, group, words in _LOOSE_NEEDS:
-        if ins.op == op and (op != "redux" or "sync" in other) and not any(m in group for m in other):
+        if ins.op == op and not any(m in group for m in other):
             raise _Fail(f"{ins.op} needs {words}", ins.op)
     for v in vectors:
         if ins.op not in ("atom", "red", "ldu", "multimem") or v not in ("v2", "v4", "v8"):
             raise _Fail(f"'.{v}' is not a vector width {ins.op} takes", "." + v)
+        if ins.op in ("atom", "red") and not set(types) & {"f16", "bf16", "f16x2", "bf16x2", "f32"}:
+            raise _Fail(f"vector {ins.op} (.{v}) works on .f16 .bf16 .f32 only", "." + v)
+    for t in types:
+        if ins.op in _LOOSE_TYPES and t not in _LOOSE_TYPES[ins.op]:
+            raise _Fail(
+                f"{ins.op} does not take type .{t} ({' '.join('.' + x for x in _LOOSE_TYPES[ins.op])})", "." + t
+            )
     for m in other:
         if _TYPE_LIKE.match(m):
             raise _Fail(f"'.{m}' is not a PTX type", "." + m)
@@ -703,11 +716,12 @@ def _check_wgmma(ins: Instr, types: list, other: list) -> None:
         raise _Fail(f"{shape}.{types[0]} accumulates in {regs} registers; this vector has {have}", d.text[:8])
 
 
+#: the types some loosely checked opcodes take
+_LOOSE_TYPES = {"ldmatrix": ("b16", "b8"), "stmatrix": ("b16", "b8"), "elect": (), "createpolicy": ("b64",)}
 #: (opcode, one of these modifiers is required, in words) for loosely checked opcodes
 _LOOSE_NEEDS = (
     ("ldmatrix", {"x1", "x2", "x4"}, "a count (.x1 .x2 .x4)"), ("stmatrix", {"x1", "x2", "x4"}, "a count (.x1 .x2 .x4)"),
     ("ldmatrix", {"m8n8", "m16n16", "m8n16"}, "a shape (.m8n8)"), ("stmatrix", {"m8n8", "m16n8"}, "a shape (.m8n8)"),
-    ("redux", {"add", "min", "max", "and", "or", "xor"}, "an operation (.add .min .max .and .or .xor)"),
 )  # fmt: skip
 #: loosely checked opcodes that name a state space (cp.async.cg.shared.global, fence.proxy.async.shared::cta)
 _LOOSE_SPACES = frozenset(
@@ -929,8 +943,9 @@ def _check_value(ins, k, text, want, relaxed, ctx) -> None:
     """A register of the right width and kind, or an immediate of the right kind."""
     if text == "_":
         return
+    if want.startswith(("bf16", "e", "ue")):
+        relaxed = False  # bf16 and packed fp8 values: exactly their width (f16 may sit in a wider register)
     if want.startswith(("e", "ue")):
-        relaxed = False  # packed fp8 values: exactly their width, and no constants
         if not text.startswith("%"):
             raise _Fail(f"{text!r}: .{want} takes a register, not a constant", text)
     if re.match(r"^0[fFdD][0-9a-fA-F]+$", text):
@@ -952,6 +967,8 @@ def _check_value(ins, k, text, want, relaxed, ctx) -> None:
         raise _Fail(f"{text!r} is not a register or a constant", text)
     have = _reg_type(text, ctx)
     if have == "sreg":
+        if want in FLOAT or want == "pred":
+            raise _Fail(f"{text} is a special register; .{want} cannot read it (use .u32 or .u64)", text)
         bits = _SREG_BITS.get(text[1:], 32)
         if TYPE_BITS.get(want, 0) != bits and not (relaxed and TYPE_BITS.get(want, 0) <= bits):
             raise _Fail(f"{text} is {bits}-bit; .{want} needs {TYPE_BITS.get(want)} bits", text)
