@@ -4,7 +4,7 @@ which 3.12 opcodes the corpus uses that have no handler.
 
 Usage: python device/record_dynamo.py OUT_DIR      (CPU tensors only; a few minutes)
 Writes OUT_DIR/dynamo_corpus_py312.json. Copy it to data/dynamo/.
-It also runs the 342-function corpus of tests/dynamo_corpus (results against eager, counts
+It also runs the function corpus of tests/dynamo_corpus (results against eager, counts
 against torch._dynamo.explain) under the key "functions".
 """
 
