@@ -9,6 +9,10 @@ One file per Python: the course's 3.11 writes torch_explain.json; another versio
 torch_explain_py312.json and so on (:func:`record_path`), since both Dynamo and ours see different
 bytecode there (the GPU machine runs 3.12 with torch 2.11; a 3.12 recording can be made on any
 machine with that torch: ``python3.12 -m tests.dynamo_corpus.record_torch``).
+
+A 3.12 environment without a GPU, about 4 GB from PyPI (torch's CUDA wheel runs on the CPU):
+``python3.12 -m venv /tmp/py312 && /tmp/py312/bin/pip install torch==2.11.0 pytest pytest-xdist hypothesis``;
+then ``/tmp/py312/bin/python -m pytest -n 0 tests/test_dynamo*.py`` runs the Dynamo tests on 3.12.
 """
 
 from __future__ import annotations
