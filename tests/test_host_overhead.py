@@ -143,3 +143,19 @@ def test_breakdown_of_a_real_model_on_cpu(bench_module):
     assert all(p > 0 for p in (row["call_kernels_ms"], row["call_externs_ms"], row["dynamo_ms"]))
     assert abs(sum(parts) - row["timed_ms"]) < 0.05 * row["timed_ms"] + 0.05, row
     assert aot.aot_compile.__module__ == "course_lib.aot.function"  # the patch was undone
+
+
+def test_an_output_nobody_differentiates_gets_zeros_only_where_backward_reads_them():
+    """With ``set_materialize_grads(False)`` the engine hands backward None for an unused output; the
+    Function makes zeros for it on the output's own device (the traced tangent's), even when the
+    forward saved nothing to take a device from."""
+    f = aot.aot_function(lambda x: (x * 2, x + 1))
+    x = torch.randn(3, requires_grad=True)
+    a, _ = f(x)
+    a.sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((3,), 2.0))
+    a, b = f(x)
+    (a.sum() + b.sum()).backward()
+    torch.testing.assert_close(x.grad, torch.full((3,), 5.0))
+    compiled = next(iter(f.cache.values()))
+    assert all(n.meta["val"].device == x.device for n in compiled.joint.tangents)

@@ -72,7 +72,8 @@ def aot_compile(fn, args, fw_compiler=None, bw_compiler=None, method: str = "def
 
         @staticmethod
         def backward(ctx, *grad_outputs):
-            tangents = [g if g is not None else torch.zeros(tuple(like.shape), dtype=like.dtype, device=g_device(ctx))
+            tangents = [g if g is not None else torch.zeros(tuple(like.shape), dtype=like.dtype,
+                                                            device=getattr(like, "device", None) or g_device(ctx))
                         for g, like in zip(grad_outputs[:n_user], tangent_like)]  # fmt: skip
             grads = bw(*ctx.saved_tensors, *tangents)
             full: list[Any] = [None] * n_args
