@@ -13,7 +13,9 @@
 Every line of every pane names the lines it came from (:mod:`course_lib.explore.model`); the
 HTML page (:mod:`course_lib.explore.page`) highlights, on a click, what a line came from and what
 it became in every pane. Which links are exact and which approximate is said in
-:mod:`course_lib.explore.real` and :mod:`course_lib.explore.course`.
+:mod:`course_lib.explore.real` and :mod:`course_lib.explore.course`. Names the real tools make from
+counters, uuids or addresses (``__compiled_fn_8_<uuid>``) are renumbered by
+:mod:`course_lib.explore.stable`, so the same function gives the same page in every run.
 
 Real sources this teaches: ``torch/fx/traceback.py`` (NodeSource, preserve_node_meta),
 ``torch/_inductor/debug.py`` (provenance tracking), ``triton/compiler/compiler.py`` (locations),
