@@ -665,6 +665,16 @@ def _check_loose(ins: Instr, ctx: _Context) -> None:
         and (len(spaces) != 2 or spaces[0] not in ("shared", "shared::cta") or spaces[1] != "global")
     ):
         raise _Fail("cp.async copies .global to .shared (cp.async.cg.shared.global)", "." + spaces[0])
+    if ins.op in _LOOSE_ARITY:
+        want = _LOOSE_ARITY[ins.op] + ("cas" in other) + ("L2::cache_hint" in other)
+        if len(ins.operands) != want:
+            raise _Fail(f"{ins.op}{'.cas' if 'cas' in other else ''} takes {want} operands; this has "
+                        f"{len(ins.operands)}", ins.op)  # fmt: skip
+        mem = [o for o in ins.operands if o.kind == "mem"]
+        if mem and _ADDRESS.match(mem[0].text.strip("[] ").replace(" ", "")):
+            _check_address(ins, mem[0], spaces, ctx)
+    if ins.op == "createpolicy" and first is not None and _reg_type(first.text, ctx) not in (None, "b64", "u64"):
+        raise _Fail(f"createpolicy writes a 64-bit policy; {first.text} is .{_reg_type(first.text, ctx)}", first.text)
     for op, group, words in _LOOSE_NEEDS:
         if ins.op == op and not any(m in group for m in other):
             raise _Fail(f"{ins.op} needs {words}", ins.op)
@@ -716,6 +726,8 @@ def _check_wgmma(ins: Instr, types: list, other: list) -> None:
         raise _Fail(f"{shape}.{types[0]} accumulates in {regs} registers; this vector has {have}", d.text[:8])
 
 
+#: operands of atom (d, [a], b; cas: one more) and red ([a], b); an L2 cache policy adds one
+_LOOSE_ARITY = {"atom": 3, "red": 2}
 #: the types some loosely checked opcodes take
 _LOOSE_TYPES = {"ldmatrix": ("b16", "b8"), "stmatrix": ("b16", "b8"), "elect": (), "createpolicy": ("b64",)}
 #: (opcode, one of these modifiers is required, in words) for loosely checked opcodes
@@ -806,9 +818,9 @@ def _check_modifiers(ins, spec, types, spaces, vectors, other) -> None:
 #: at most one modifier of each group
 _EXCLUSIVE = (
     ROUND | ROUND_INT | {"approx", "full"}, frozenset({"lo", "hi", "wide"}), CMP, frozenset({"and", "or", "xor"}),
-    frozenset({"up", "down", "bfly", "idx"}), frozenset({"ca", "cg", "cs", "lu", "cv", "wb", "wt"}),
+    frozenset({"up", "down", "bfly", "idx"}),
+    frozenset({"ca", "cg", "cs", "lu", "cv", "wb", "wt"} | {h for h in CACHE_HINTS if h.startswith("L1::")}),
     frozenset({"weak", "volatile", "relaxed", "acquire", "release", "mmio"}), SCOPES,
-    frozenset(h for h in CACHE_HINTS if h.startswith("L1::")),
     frozenset(h for h in CACHE_HINTS if h.startswith("L2::evict")),
 )  # fmt: skip
 _ORDERS = frozenset({"relaxed", "acquire", "release"})
@@ -851,13 +863,16 @@ CMP_INT_ONLY = frozenset({"lo", "ls", "hi", "hs"})
 def _check_kind_modifiers(ins: Instr, ty: str, other: list) -> None:
     is_float = ty in FLOAT or ty == "tf32"
     bad = [m for m in other if (m in FLOAT_ONLY and not is_float) or (m in INT_ONLY and is_float)]
-    if ins.op == "setp":
+    if ins.op in ("setp", "set"):
         bad += [m for m in other if (m in CMP_FLOAT_ONLY and not is_float) or (m in CMP_INT_ONLY and is_float)]
+        if ty in BITS:  # raw bits have no order: only equal / not equal
+            bad += [m for m in other if m in CMP and m not in ("eq", "ne")]
     int_sat = ty == "s32" and (ins.op in ("add", "sub") or (ins.op == "mad" and "hi" in other))
     if "sat" in other and not is_float and not int_sat:
         bad.append("sat")  # saturating integer arithmetic: only add/sub.sat.s32 and mad.hi.sat.s32
     if bad:
         what = "floating-point" if not is_float else "integer"
+        what = "signed, unsigned or float" if ty in BITS and bad[0] in CMP else what
         raise _Fail(f"'.{bad[0]}' applies to {what} types only, not .{ty}", "." + bad[0])
 
 
