@@ -693,9 +693,9 @@ def _check_loose(ins: Instr, ctx: _Context) -> None:
             raise _Fail(f"'.{m}' is not a PTX type", "." + m)
         if m not in VOCABULARY and m not in _ALL_MODS and not _SHAPE.match(m):
             raise _Fail(f"'.{m}' is not a modifier of {ins.op}", "." + m)
-    if len(set(other)) != len(other):
-        dup = next(m for m in other if other.count(m) > 1)
-        raise _Fail(f"modifier '.{dup}' is given twice", "." + dup)
+    dups = [m for m in other if other.count(m) > 1 and m not in _REPEATABLE]
+    if dups:
+        raise _Fail(f"modifier '.{dups[0]}' is given twice", "." + dups[0])
     if ins.op == "wgmma" and "mma_async" in other:
         _check_wgmma(ins, types, other)
 
@@ -774,9 +774,9 @@ def _check_modifiers(ins, spec, types, spaces, vectors, other) -> None:
             known = m in _ALL_MODS or m in VOCABULARY
             why = f"'.{m}' does not apply to {ins.op}" if known else f"'.{m}' is not a PTX modifier"
             raise _Fail(f"{why} ({ins.op} takes {' '.join('.' + x for x in sorted(spec.mods)) or 'none'})", "." + m)
-    if len(set(other)) != len(other):
-        dup = next(m for m in other if other.count(m) > 1)
-        raise _Fail(f"modifier '.{dup}' is given twice", "." + dup)
+    dups = [m for m in other if other.count(m) > 1 and m not in _REPEATABLE]
+    if dups:
+        raise _Fail(f"modifier '.{dups[0]}' is given twice", "." + dups[0])
     for group in _EXCLUSIVE:
         both = [m for m in other if m in group]
         if len(both) > 1:
@@ -815,6 +815,8 @@ def _check_modifiers(ins, spec, types, spaces, vectors, other) -> None:
         _check_vector(ins, spec, types, vectors)
 
 
+#: flags ptxas lets a programmer repeat (checked against ptxas: .sync.sync is accepted, .ftz.ftz is not)
+_REPEATABLE = frozenset({"sync", "approx", "sat", "uni"})
 #: at most one modifier of each group
 _EXCLUSIVE = (
     ROUND | ROUND_INT | {"approx", "full"}, frozenset({"lo", "hi", "wide"}), CMP, frozenset({"and", "or", "xor"}),
@@ -876,6 +878,11 @@ def _check_kind_modifiers(ins: Instr, ty: str, other: list) -> None:
         raise _Fail(f"'.{bad[0]}' applies to {what} types only, not .{ty}", "." + bad[0])
 
 
+def _lane_bits(ty: str) -> int:
+    """Width of one value of a type: 16 for .f16x2 (two halves in 32 bits)."""
+    return TYPE_BITS[ty] // int(ty[-1]) if re.search(r"x\d$", ty) else TYPE_BITS[ty]
+
+
 def _check_cvt_rounding(types, other) -> None:
     """cvt needs a rounding mode for float<-int (.rn), int<-float (.rzi) and narrowing float<-float (.rn)."""
     dst, src = types
@@ -884,7 +891,7 @@ def _check_cvt_rounding(types, other) -> None:
         raise _Fail(f"cvt.{dst}.{src} (integer to float) needs a rounding mode (.rn .rz .rm .rp)", "cvt")
     if fsrc and not fdst and dst in INT | {"u8", "s8"} and not any(m in ROUND_INT for m in other):
         raise _Fail(f"cvt.{dst}.{src} (float to integer) needs a rounding mode (.rni .rzi .rmi .rpi)", "cvt")
-    if fdst and fsrc and TYPE_BITS[dst] < TYPE_BITS[src] and not any(m in ROUND for m in other):
+    if fdst and fsrc and _lane_bits(dst) < _lane_bits(src) and not any(m in ROUND for m in other):
         raise _Fail(f"cvt.{dst}.{src} (narrowing) needs a rounding mode (.rn .rz .rm .rp)", "cvt")
     wrong = [m for m in other if (m in ROUND and not fdst) or (m in ROUND_INT and not fsrc)]
     if wrong:
