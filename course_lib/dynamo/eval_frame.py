@@ -137,7 +137,8 @@ def run_frame(fn: Any, args: list, kwargs: dict, output: OutputGraph) -> Any:
         if sig.parameters[pname].kind is inspect.Parameter.VAR_POSITIONAL:
             value = tuple(value)
         local_vars[name] = wrap(value, Source("L", name))
-    cells = {name: CellVar(wrap(f_locals[name], Source("L", name))) for name in code.co_freevars}
+    cells = {name: CellVar(wrap(f_locals[name], Source("L", name)), real=cell)  # real: writes reach the caller
+             for name, cell in zip(code.co_freevars, func.__closure__ or ())}  # fmt: skip
     translator_cls = getattr(output, "translator_cls", None) or InstructionTranslator
     translator = translator_cls(code, local_vars, func.__globals__, output, cells)
     nested = len(output.frames) > 1

@@ -254,6 +254,8 @@ class InstructionTranslator:
         try:
             if handler is None:
                 raise Unsupported(f"opcode {inst.opname} is not handled")
+            if self.eager:
+                self.write_cells()
             run_handler(handler, inst)
             if self.eager:
                 self.refresh_containers()
@@ -312,6 +314,7 @@ class InstructionTranslator:
                 ins = self.instructions[self.ip]
                 self.current, self.ip = ins, self.ip + 1
                 self.trace.append(f"{self.code.co_name}:{ins.offset} {ins.opname} {ins.argrepr}".rstrip())
+                self.write_cells()
                 getattr(self, ins.opname)(ins)
                 self.refresh_containers()
         finally:
@@ -346,6 +349,7 @@ class InstructionTranslator:
     def run_eagerly(self, inst: Instr, handler) -> None:
         if handler is None:  # frame_unsupported() keeps such frames out; a guard for learner translators
             raise NotImplementedError(f"course_lib.dynamo has no handler for {inst.opname}, not even to run it eagerly")
+        self.write_cells()
         handler(inst)
         self.refresh_containers()
 
@@ -358,6 +362,14 @@ class InstructionTranslator:
         self.output.apply_side_effects()
         for var in self.reachable_containers():
             var.refresh(self.wrap)
+        for cell in self.cells.values():  # `nonlocal` writes of the Python code that just ran
+            cell.read_back(self.wrap)
+
+    def write_cells(self) -> None:
+        """Before Python code runs (an instruction after a break): the closure cells it can reach
+        hold what the traced code stored in them."""
+        for cell in self.cells.values():
+            cell.write_out()
 
     def reachable_containers(self) -> list[Var]:
         found: dict[int, Var] = {}
@@ -795,7 +807,9 @@ class InstructionTranslator:
     def on_return(self) -> None:
         if self.parent is None:
             line = _rel_line(self.code, self.current.line if self.current else None)
-            self.output.compile_and_run([self.return_value], "return", False, self.code.co_name, line)
+            shared = [c for c in self.cells.values() if c.real is not None]  # cells Python code can see
+            self.output.compile_and_run([self.return_value, *shared], "return", False, self.code.co_name, line)
+            self.write_cells()
 
     def RAISE_VARARGS(self, inst):
         parts = self.popn(inst.arg)

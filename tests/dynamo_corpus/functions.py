@@ -2056,3 +2056,55 @@ _child = _Child()
 @case()
 def super_zero_and_two_args(a, b):
     return _child(a) + b
+
+
+# Closure cells written by Python code that runs at a graph break (the callee's frame, or a 3.11
+# <listcomp> with a walrus): the traced frame must read the cell back.
+@case()
+def nonlocal_written_after_break(a, b):
+    n = 0
+
+    def bump():
+        nonlocal n
+        print("bump")
+        n += 1
+
+    bump()
+    return a * n + b
+
+
+@case()
+def nonlocal_written_twice_around_a_store(a, b):
+    n = 1
+
+    def bump():
+        nonlocal n
+        print("bump")
+        n += 1
+
+    bump()
+    n = n * 10
+    bump()
+    return a * n + b
+
+
+@case()
+def walrus_in_comprehension_with_break(a, b):
+    ys = [(y := a * i) for i in range(3) if print(i) is None]
+    return ys[0] + y + b
+
+
+@case()
+def two_closures_share_a_cell(a, b):
+    n = 0
+
+    def inc():
+        nonlocal n
+        print("inc")
+        n += 1
+
+    def get():
+        return n
+
+    inc()
+    return a * get() + b

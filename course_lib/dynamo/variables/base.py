@@ -133,12 +133,39 @@ class PyObjVar(Var):
 
 @dataclasses.dataclass(eq=False)
 class CellVar(Var):
-    """A closure cell; shared between the frame that made it and the functions that use it."""
+    """A closure cell; shared between the frame that made it and the functions that use it.
+
+    ``real`` is the Python cell it stands for, once one exists (a closure handed to Python code
+    at a graph break, or the cell of a frame entered at a break). Python code may write to it
+    (``nonlocal n; n += 1``, a walrus in a 3.11 comprehension): the translator writes ``contents``
+    out before an instruction runs eagerly and reads the cell back after it (Dynamo: the side
+    effects of ``nonlocal`` are replayed on the real cell)."""
 
     contents: Var | None = None
+    real: Any = dataclasses.field(default=None, kw_only=True)
+    written: Any = dataclasses.field(default=None, kw_only=True)  # what write_out last put in the cell
 
     def as_python(self):
-        return types.CellType(self.contents.as_python() if self.contents is not None else None)
+        if self.real is None:  # an unassigned variable's cell holds None (a frame entered with it reads it)
+            self.real = types.CellType(self.contents.as_python() if self.contents is not None else None)
+            self.written = self.real.cell_contents
+        return self.real
+
+    def write_out(self) -> None:
+        if self.real is not None and self.contents is not None:
+            self.real.cell_contents = self.written = self.contents.as_python()
+
+    def read_back(self, wrap) -> None:
+        """Take the cell's value if Python code changed it since :meth:`write_out` (a change our own
+        handlers made, ``STORE_DEREF``, is already in ``contents``)."""
+        if self.real is None:
+            return
+        try:
+            value = self.real.cell_contents
+        except ValueError:  # an empty cell (deleted, or never set)
+            return
+        if value is not self.written:
+            self.contents, self.written = wrap(value), value
 
 
 @dataclasses.dataclass(eq=False)

@@ -56,8 +56,7 @@ class NestedFunctionVar(Var):
 
     def as_python(self):
         if self.real is None:
-            cells = tuple(types.CellType(c.contents.as_python() if c.contents is not None else None)
-                          for c in self.closure)  # fmt: skip
+            cells = tuple(c.as_python() for c in self.closure)  # the CellVars' own cells: writes come back
             fn = types.FunctionType(self.code, self.globals, self.code.co_name,
                                     tuple(d.as_python() for d in self.defaults) or None, cells or None)  # fmt: skip
             fn.__kwdefaults__ = {k: v.as_python() for k, v in self.kwdefaults.items()} or None
