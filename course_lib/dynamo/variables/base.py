@@ -145,6 +145,13 @@ class CellVar(Var):
     real: Any = dataclasses.field(default=None, kw_only=True)
     written: Any = dataclasses.field(default=None, kw_only=True)  # what write_out last put in the cell
 
+    def __post_init__(self):
+        if self.real is not None and self.written is None:  # made for an existing cell: it holds contents
+            try:
+                self.written = self.real.cell_contents
+            except ValueError:
+                pass
+
     def as_python(self):
         if self.real is None:  # an unassigned variable's cell holds None (a frame entered with it reads it)
             self.real = types.CellType(self.contents.as_python() if self.contents is not None else None)
