@@ -103,6 +103,7 @@ BAD = [
     ("cvt.rn.bf16.f32 %r1, %r2;", r"%r1 is a \.b32 register \(32 bits\); operand 1 of cvt needs \.bf16$|needs \.bf16 "),
     ("mov.f32 %r1, %tid.x;", r"%tid\.x is a special register; \.f32 cannot read it"),
     ("redux.sync.add.s32 %r1, %r2, %r3, %r3;", r"redux takes 3 operand"),
+    ("mov.u64 %rd1, {%r1, %r2};", r"mov packs and unpacks vectors with bit types only"),
     ("ldmatrix.sync.aligned.m8n8.x1.shared.s32 {%r1}, [%r2];", r"ldmatrix does not take type \.s32"),
     (
         "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%r1, %r2, %r3, %r4}, %rd1, %rd2, %p1, 1, 1, 0;",

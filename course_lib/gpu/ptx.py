@@ -10,6 +10,14 @@ Simplified: only the ``.entry`` function named by the caller is read; debug sect
 and ``.file`` lines are dropped; no ``.func`` calls. An instruction is
 ``[@[!]%p] opcode.mod.mod operand, operand, ...;``; operands stay text plus a kind tag.
 
+Checked like ptxas's front end (section "the rules"): each opcode family in :data:`SPECS` lists
+its types, modifiers, required modifiers and one letter per operand (destination, source, wide,
+predicate, address...), from which operand counts, register widths and kinds against the type
+(a ``.b32`` register holds any 32-bit value; ld/st/cvt may use a wider one), constants, vector
+widths and state spaces follow. Opcodes with long, varied operand lists (wgmma, cp.async.bulk,
+mbarrier, atom...) are in :data:`LOOSE_OPS`: their modifiers, types and registers are checked, most
+operand counts are not. bench/bench_ptx_parser.py measures the agreement with ptxas itself.
+
 Reference: NVIDIA, "Parallel Thread Execution ISA", chapters 4 (syntax) and 9 (instructions).
 """
 
@@ -931,6 +939,8 @@ def _check_operand(ins, spec, role, k, op, types, spaces, vectors, ctx) -> None:
         n = int(vectors[0][1:]) if role == "v" and vectors else None
         if role == "v" and n is not None and len(members) != n:
             raise _Fail(f".{vectors[0]} needs a vector of {n} registers; this has {len(members)}", op.text)
+        if role != "v" and ins.op == "mov" and _kind(want) != "b":
+            raise _Fail(f"mov packs and unpacks vectors with bit types only (.b32, .b64), not .{want}", op.text)
         if role != "v" and ins.op == "mov" and len(members) in (2, 4) and TYPE_BITS[want] % len(members) == 0:
             want = {8: "b8", 16: "b16", 32: "b32", 64: "b64"}.get(TYPE_BITS[want] // len(members))
             relaxed = False
