@@ -498,3 +498,23 @@ def test_automatic_dynamic_end_to_end_through_course_inductor():
     assert opt.calls == ["compile", "compile", "hit", "hit"]
     assert [kind for kind, _ in record] == ["compiled", "compiled"]
     assert [compiled.dynamic for _, compiled in record] == [False, True]
+
+
+def test_a_compiled_closure_that_writes_its_nonlocal_updates_the_real_cell():
+    """``nonlocal n; n += 1`` in the compiled function: each call sees the previous call's write,
+    and so does Python code holding the same cell (the write used to stay inside the translator)."""
+
+    def make():
+        n = 0
+
+        def step(a):
+            nonlocal n
+            n += 1
+            return a * n
+
+        return step, lambda: n
+
+    step, count = make()
+    opt = dynamo.optimize("python")(step)
+    assert [opt(torch.ones(2)).tolist() for _ in range(3)] == [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]
+    assert count() == 3
