@@ -23,6 +23,7 @@ Reference: NVIDIA, "Parallel Thread Execution ISA", chapters 4 (syntax) and 9 (i
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import re
 
@@ -204,8 +205,7 @@ def _statements(ptx: str, start: int, name: str) -> tuple[list[_Stmt], int]:
     depth, cur, cur_pos, vec, bracket = 1, [], start + 1, -1, -1
     for i in range(start + 1, len(ptx)):
         ch = ptx[i]
-        began = not _ONLY_LABELS.match("".join(cur))
-        if ch in "{}" and not began:
+        if ch in "{}" and _ONLY_LABELS.match("".join(cur)):  # no instruction begun: a scope brace
             depth += 1 if ch == "{" else -1
             if depth == 0:
                 return out, i
@@ -313,6 +313,7 @@ def parse_ptx(ptx: str, name: str | None = None) -> PtxKernel:
     regs = {p: (ty, int(n)) for ty, p, n in _REGDECL.findall(body)}
     reqntid = re.search(r"\.reqntid\s+(\d+)", ptx[:start])
     instrs, labels, where = [], {}, []
+    newlines = [m.start() for m in re.finditer("\n", ptx)]  # line of a position: a binary search
     for stmt in stmts:
         _missing_semicolon(ptx, stmt)
         text, pos = stmt.text, stmt.pos
@@ -324,7 +325,7 @@ def parse_ptx(ptx: str, name: str | None = None) -> PtxKernel:
         text, pos = " ".join(text.split()), pos + lead
         if not text or text.startswith("."):
             continue
-        instrs.append(_parse_instr(len(instrs), text, _line_of(ptx, pos), ptx, pos))
+        instrs.append(_parse_instr(len(instrs), text, bisect.bisect_right(newlines, pos) + 1, ptx, pos))
         where.append(pos)
     symbols = set(_VARIABLE.findall(ptx))
     ctx = _Context(ptx, labels, regs, _simple_regs(body), {p for p, _ in params}, set(shared), symbols)
