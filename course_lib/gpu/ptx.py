@@ -453,7 +453,7 @@ SPECS = {
     "selp": _spec("daap", BITS | INT | {"f32", "f64"}),
     "setp": _spec({"": "paa", "and": "paap", "or": "paap", "xor": "paap"}, BITS | INT | FLOAT,
                   CMP | {"ftz", "and", "or", "xor"}, need=((tuple(CMP), BITS | INT | FLOAT),)),
-    "cvt": _spec("DS", set(TYPE_BITS) - {"pred", "b128", "tf32"} | {"tf32"},
+    "cvt": _spec("DS", set(TYPE_BITS) - {"pred", "b8", "b16", "b32", "b64", "b128"},  # converts values, not bits
                  ROUND | ROUND_INT | {"ftz", "sat", "relu", "satfinite"}, ntypes=2),
     "cvta": _spec("da", {"u32", "u64"}, {"to"}, spaces=True),
     "ld": _spec({"": "vA", "L2::cache_hint": "vAh"}, MEMORY,
