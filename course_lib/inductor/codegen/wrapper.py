@@ -36,7 +36,8 @@ def check_size(t, expected: tuple, name: str) -> None:
 
 def _py(a, graph, view: str = "reinterpret") -> str:
     """Python text of an argument. ``view`` names the function that re-views a buffer: ``reinterpret``
-    (a real view, for what the graph returns) or ``reinterpret_tensor`` (for an extern's argument)."""
+    (a real ``as_strided`` view) or ``reinterpret_tensor`` (Inductor's C++ alias, what the wrapper
+    uses for an extern's argument and for what the graph returns)."""
     import torch
 
     if isinstance(a, TensorArg):
