@@ -191,7 +191,6 @@ class _Stmt:
     pos: int  # offset of ``text[0]`` in the module text
 
 
-_STATEMENT_STARTED = re.compile(r"[^\s]")
 _ONLY_LABELS = re.compile(r"^(\s*[$A-Za-z_][\w$]*:)*\s*$")
 
 
@@ -519,7 +518,7 @@ _TYPE_LIKE = re.compile(r"^(?:[bsuf]\d+|[bsuf]\d+x\d+|bf\d+\w*|e\dm\d\w*|pred|tf
 ARITY = {
     op: tuple(sorted({len(alt) for sig in spec.sigs.values() for alt in sig.split("|")})) for op, spec in SPECS.items()
 }
-#: which operand is an address ``[...]``
+#: which operand is an address ``[...]`` (kept for callers; the checks read the ``A`` in :data:`SPECS`)
 ADDRESS_AT = {"ld": 1, "st": 0, "atom": 1, "red": 0}
 
 
