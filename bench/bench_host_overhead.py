@@ -298,7 +298,9 @@ def table(rows: list[dict]) -> str:
             cells = [""] * len(COLUMNS)
             cells[0] = f"(module {r['dynamo_and_graph_ms']})"
             cells[-2], cells[-1] = str(r["rest_ms"]), str(r["sync_ms"])
-        lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']} | {r['timed_ms']} | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {r['model']} | {r['backend']} | {r['step_ms']} | {r['timed_ms']} | " + " | ".join(cells) + " |"
+        )
     return "\n".join(lines)
 
 
