@@ -9,11 +9,14 @@ from __future__ import annotations
 
 
 class Unsupported(Exception):
-    """Raised by a handler for something the translator cannot capture: causes a graph break."""
+    """Raised by a handler for something the translator cannot capture: causes a graph break.
+    ``skip_frame``: no graph break can be placed there, the frame is given up (Dynamo's flag of
+    the same name), as for a break inside a generator that traced code consumes."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, skip_frame: bool = False):
         super().__init__(reason)
         self.reason = reason
+        self.skip_frame = skip_frame
 
 
 __all__ = ["Unsupported"]

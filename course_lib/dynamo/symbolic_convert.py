@@ -268,6 +268,8 @@ class InstructionTranslator:
                 self.break_at_comprehension(exc.reason)
             elif self.in_loop(inst):
                 self.skip_rest_of_frame(inst, handler, exc.reason)
+            elif exc.skip_frame:
+                self.skip_rest_of_frame(inst, handler, exc.reason, where="inside a generator")
             elif self.in_try_block(inst):
                 self.skip_rest_of_frame(inst, handler, exc.reason, where="inside a try block")
             else:
@@ -1076,6 +1078,8 @@ class InstructionTranslator:
             child.run()
         except StopIteration as exc:  # 3.11: the generator object turns it into RuntimeError (3.12: bytecode does)
             raise stop_iteration_error(exc) from exc
+        except Unsupported as exc:  # Dynamo runs the generator lazily, inside its consumer: no place to resume
+            raise Unsupported(exc.reason, skip_frame=True) from exc
         self.trace.extend("  " + t for t in child.trace)
         cells_changed = any(isinstance(var, CellVar) for var, _, _ in self.output.mutations[log_before:])
         if set(self.output.mutated) - mutated_before or cells_changed:

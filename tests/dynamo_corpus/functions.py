@@ -2108,3 +2108,30 @@ def two_closures_share_a_cell(a, b):
 
     inc()
     return a * get() + b
+
+
+# A graph break inside a generator that traced code consumes: Dynamo runs the generator inside its
+# consumer (sum, list, a for loop) and cannot resume there, so it gives up on the frame.
+@case()
+def generator_expression_with_break(a, b):
+    return sum(print(i) or i for i in range(3)) * a + b
+
+
+def _printing_generator(x):
+    for i in range(2):
+        print(i)
+        yield x * i
+
+
+@case()
+def generator_function_with_break_into_list(a, b):
+    c = a + 1
+    return sum(list(_printing_generator(c))) + b
+
+
+@case()
+def generator_with_break_after_a_graph(a, b):
+    c = torch.relu(a) * 2
+    print("first")
+    d = c + b
+    return max(print(i) or i for i in range(2)) * d
