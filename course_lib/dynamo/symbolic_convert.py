@@ -57,6 +57,8 @@ generator called as the top frame) are not started: the frame runs as plain Pyth
 reason recorded as a break; an inlined call to such a function is a graph break at its ``CALL``.
 A generator called from traced code is inlined: run to its end at once, its yields collected
 into an iterator (:meth:`InstructionTranslator.inline_generator`), unless it has side effects.
+A graph break inside such a generator gives up on the frame: Dynamo runs the generator lazily,
+inside its consumer (``sum``, ``list``), where no graph can end.
 
 ``try``/``except`` and ``with``: an exception the user's code raises while we trace (a missing
 dict key) goes to the handler the code object's exception table names
