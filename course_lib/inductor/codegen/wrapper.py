@@ -75,8 +75,10 @@ def wrapper_source(sched: Schedule, call_names: dict[str, str], pointer_args: bo
         lines.append(f"    {ins}{',' if len(g.inputs) == 1 else ''} = args")
         lines += _size_lines(g)
         for name in g.inputs:
+            if name in g.scalar_inputs:  # a size symbol or Python scalar: no buffer, no layout
+                continue
             b = g.buffer(name)
-            if name in g.scalar_inputs or _at_most_one_element(b.shape):  # any layout of one element is it
+            if _at_most_one_element(b.shape):  # any layout of one element is it
                 continue
             lines.append(f"    {name} = restride({name}, {tuple(b.shape)}, {tuple(b.stride)})")
     reuse_sources = {v[1] for v in sched.plan.values() if v[0] == "reuse"}
