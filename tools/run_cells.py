@@ -21,6 +21,22 @@ def _display(*objs, **kwargs):  # stands in for IPython.display.display
         print(str(obj)[:400])
 
 
+def _stub_ipython() -> None:
+    """Where IPython is not installed (the H200 machine), ``from IPython.display import display, HTML``
+    in a notebook gets these stand-ins instead of failing the cell and every cell after it."""
+    import importlib.util
+    import types
+
+    if importlib.util.find_spec("IPython") is not None:
+        return
+    ipython, shown = types.ModuleType("IPython"), types.ModuleType("IPython.display")
+    shown.display = _display
+    for name in ("HTML", "Markdown", "SVG", "Image", "Code"):
+        setattr(shown, name, type(name, (str,), {}))
+    ipython.display = shown
+    sys.modules.update({"IPython": ipython, "IPython.display": shown})
+
+
 def run_notebook(path: pathlib.Path) -> list[dict]:
     cells = json.loads(path.read_text())["cells"]
     namespace = {"__name__": "__main__", "display": _display}
@@ -56,6 +72,7 @@ def main(argv: list[str]) -> int:
     if "--json" in argv:
         i = argv.index("--json")
         out, argv = pathlib.Path(argv[i + 1]), argv[:i] + argv[i + 2 :]
+    _stub_ipython()
     results = []
     for name in argv:
         results += run_notebook(pathlib.Path(name))
