@@ -11,13 +11,15 @@ A kernel iterates a *group* ``(outer sizes, inner sizes)``: outer loops run in p
 loops are the reduction (or the contiguous last dimension of a pointwise kernel). A node fits
 a group when its sizes (size-1 dimensions dropped) are ``outer + inner`` ("inner" node, one
 value per inner iteration) or ``outer`` ("outer" node, one value per outer iteration, like a
-row's max). Inside a kernel a pointwise producer is *inlined* (recomputed) into its
+row's max). A pointwise node of a reduction's input shape also fits the reduction's group: its
+kept dimensions run on the outer loops, its reduced ones on the inner loops (:func:`permuted_map`:
+a batch norm's ``[N, C, H, W]`` nodes join the per-channel ``(C, N*H*W)`` reduction). Inside a kernel a pointwise producer is *inlined* (recomputed) into its
 consumers, and a reduction's result is a local accumulator, so neither touches memory unless
 another kernel or the graph output needs it. Fusion is legal when the group fits, no path
 leaves and re-enters the pair (no cycle), and every read of an in-kernel reduction is at the
 reader's own outer index (no thread reads another thread's row).
 
-Simplified against Inductor: no loop reordering or tiling, one fixed loop order, no
+Simplified against Inductor: no general loop reordering (only :func:`permuted_map`) or tiling, no
 ``config.max_fusion_size``, exact-size buffer reuse only.
 """
 
@@ -31,7 +33,9 @@ from course_lib.inductor.ir import Buffer, GraphIR, Load, Op, count_ops, loads
 from course_lib.inductor.sizevars import (
     body_in_kernel,
     decompose,
+    flat_index,
     group_ranges,
+    kernel_vars,
     prod,
     store_index,
     subs_index,
@@ -67,7 +71,13 @@ def node_group(buf: Buffer):
     return (sizes[:-1], sizes[-1:]) if sizes else ((), ())
 
 
-def fits(buf: Buffer, group) -> str | None:
+def fits(buf: Buffer, group, kept: tuple | None = None) -> str | None:
+    """How ``buf`` sits in a kernel of ``group``: "inner", "outer" or None (it does not fit).
+
+    ``kept``: the shape of the kernel's reduction (reduced dimensions kept as 1), when it has
+    one; then a pointwise node of the reduction's input shape fits as "inner" too, its
+    dimensions taken out of order (:func:`permuted_map`).
+    """
     outer, inner = group
     if buf.kind == "reduction":
         return "inner" if node_group(buf) == group else None
@@ -76,7 +86,48 @@ def fits(buf: Buffer, group) -> str | None:
         return "inner"
     if sizes == outer:
         return "outer"
+    if kept is not None and permuted_map(buf, group, kept) is not None:
+        return "inner"
     return None
+
+
+def kept_shape(bufs: list[Buffer]) -> tuple | None:
+    """The shape of the reduction among ``bufs`` (None without one)."""
+    return next((tuple(b.shape) for b in bufs if b.kind == "reduction"), None)
+
+
+def permuted_map(buf: Buffer, group, kept: tuple) -> dict | None:
+    """Loop symbols for a pointwise node of a reduction's input shape, or None.
+
+    A per-channel reduction of an NCHW tensor has shape ``[1, C, 1, 1]`` and group
+    ``(C, N*H*W)``: the outer loop is dimension 1, the inner loops dimensions 0, 2, 3. A
+    pointwise node of shape ``[N, C, H, W]`` then runs in the same loops, its dimension 1 on
+    ``x0`` and 0, 2, 3 on ``r0, r1, r2``, as the reduction reads its input (the rank must be
+    the reduction's, the kept dimensions equal).
+    """
+    shape = tuple(buf.shape)
+    if len(shape) != len(kept) or any(k != 1 and k != s for k, s in zip(kept, shape, strict=True)):
+        return None
+    outer = [d for d, s in enumerate(shape) if s != 1 and kept[d] != 1]
+    inner = [d for d, s in enumerate(shape) if s != 1 and kept[d] == 1]
+    if (tuple(shape[d] for d in outer), tuple(shape[d] for d in inner)) != tuple(group):
+        return None
+    xs, rs = kernel_vars(group)
+    mine = buf.index_vars()
+    mapping = {v: sympy.Integer(0) for v, s in zip(mine, shape, strict=True) if s == 1}
+    mapping.update({mine[d]: x for d, x in zip(outer, xs, strict=True)})
+    mapping.update({mine[d]: r for d, r in zip(inner, rs, strict=True)})
+    return mapping
+
+
+def _in_kernel(buf: Buffer, group, kept: tuple | None):
+    """``(store index, body)`` of a node in the kernel's loop symbols."""
+    if kept is None or buf.kind == "reduction" or fits(buf, group) is not None:
+        return store_index(buf, group), body_in_kernel(buf, group)
+    mapping = permuted_map(buf, group, kept)
+    tmp = {k: sym(f"_t_{k}") for k in mapping}  # renamed through temporaries, as body_in_kernel
+    body = subs_index(subs_index(buf.body, tmp), {tmp[k]: v for k, v in mapping.items()})
+    return sympy.expand(flat_index(buf.index_vars(), buf.stride).xreplace(mapping)), body
 
 
 def merged_group(bufs: list[Buffer], hint=int):
@@ -88,7 +139,8 @@ def merged_group(bufs: list[Buffer], hint=int):
         group = reds.pop()
     else:
         group = node_group(max(bufs, key=lambda b: hint(b.numel)))
-    return group if all(fits(b, group) for b in bufs) else None
+    kept = kept_shape(bufs)
+    return group if all(fits(b, group, kept) for b in bufs) else None
 
 
 # ---------------------------------------------------------------------------
@@ -96,34 +148,34 @@ def merged_group(bufs: list[Buffer], hint=int):
 # ---------------------------------------------------------------------------
 
 
-def expand(expr, members: dict, group, memo: dict):
+def expand(expr, members: dict, group, memo: dict, kept: tuple | None = None):
     """Replace loads of in-kernel buffers: pointwise producers by their (recomputed) body,
     reductions by :class:`Acc` (legal only at the reader's own outer index)."""
     if isinstance(expr, Op):
-        return Op(expr.op, tuple(expand(a, members, group, memo) for a in expr.args), expr.dtype)
+        return Op(expr.op, tuple(expand(a, members, group, memo, kept) for a in expr.args), expr.dtype)
     if not isinstance(expr, Load):
         return expr
-    ind = tuple((s, expand(e, members, group, memo)) for s, e in expr.indirect)
+    ind = tuple((s, expand(e, members, group, memo, kept)) for s, e in expr.indirect)
     if expr.buf not in members:
         return Load(expr.buf, expr.index, expr.dtype, ind)
     key = (expr.buf, expr.index, ind)
     if key in memo:
         return memo[key]
     producer = members[expr.buf]
-    natural = store_index(producer, group)
+    natural, body = _in_kernel(producer, group, kept)
     if producer.kind == "reduction":
         if ind or sympy.expand(expr.index - natural) != 0:
             raise Illegal(f"{expr.buf} (a reduction) is read at {expr.index}, not at its own row {natural}")
         out = Acc(producer.name, producer.dtype)
     elif not ind and sympy.expand(expr.index - natural) == 0:
-        out = expand(body_in_kernel(producer, group), members, group, memo)
+        out = expand(body, members, group, memo, kept)
     else:
         if ind:
             raise Illegal(f"{expr.buf} is read through an indirect index")
         idx = decompose(expr.index, producer.shape, group_ranges(group))
         body = subs_index(producer.body, {v: sym(f"_u{d}") for d, v in enumerate(producer.index_vars())})
         body = subs_index(body, {sym(f"_u{d}"): e for d, e in enumerate(idx)})
-        out = expand(body, members, group, memo)
+        out = expand(body, members, group, memo, kept)
     memo[key] = out
     return out
 
@@ -185,7 +237,8 @@ def plan_kernel(graph: GraphIR, names: list[str], needed: set[str]) -> KernelPla
         )
     members = {b.name: b for b in bufs}
     memo: dict = {}
-    exprs = {b.name: expand(body_in_kernel(b, group), members, group, memo) for b in bufs}
+    kept = kept_shape(bufs)
+    exprs = {b.name: expand(_in_kernel(b, group, kept)[1], members, group, memo, kept) for b in bufs}
     level: dict[str, int] = {}
     for b in bufs:  # graph order is a topological order
         deps = [level[a] for a in acc_refs(exprs[b.name])]
@@ -197,11 +250,11 @@ def plan_kernel(graph: GraphIR, names: list[str], needed: set[str]) -> KernelPla
         if b.kind == "reduction":
             phases[level[b.name] - 1].reductions.append((b.name, b.reduction_type, exprs[b.name], b.dtype))
             if b.name in needed:
-                outer_stores.append((b.name, store_index(b, group), Acc(b.name, b.dtype), b.dtype))
+                outer_stores.append((b.name, _in_kernel(b, group, kept)[0], Acc(b.name, b.dtype), b.dtype))
                 writes.append(b.name)
         elif b.name in needed:
-            entry = (b.name, store_index(b, group), exprs[b.name], b.dtype)
-            if fits(b, group) == "outer" and group[1]:
+            entry = (b.name, _in_kernel(b, group, kept)[0], exprs[b.name], b.dtype)
+            if fits(b, group, kept) == "outer" and group[1]:
                 outer_stores.append(entry)
             else:
                 p = level[b.name] - 1
