@@ -57,28 +57,22 @@ class Timers:
 
     def wrap_call(self, fn):
         """The generated ``call``: charged to ``call_fw`` or ``call_bw`` by the phase it runs in."""
+        return self.wrap(fn, lambda: f"call_{self.phase}", count_as="call")
+
+    def wrap(self, fn, cat, count_as: str | None = None):
+        """``fn`` timed and charged to ``cat`` (a name, or a function giving it at call time); its calls
+        counted under ``count_as`` (default: the category)."""
         clock, total, calls = time.perf_counter, self.total, self.calls
+        category = cat if callable(cat) else (lambda: cat)
 
         def timed(*a, **k):
             t0 = clock()
             try:
                 return fn(*a, **k)
             finally:
-                total[f"call_{self.phase}"] += clock() - t0
-                calls["call"] += 1
-
-        return timed
-
-    def wrap(self, fn, cat: str):
-        clock, total, calls = time.perf_counter, self.total, self.calls
-
-        def timed(*a, **k):
-            t0 = clock()
-            try:
-                return fn(*a, **k)
-            finally:
-                total[cat] += clock() - t0
-                calls[cat] += 1
+                name = category()
+                total[name] += clock() - t0
+                calls[count_as or name] += 1
 
         timed.__wrapped__ = fn
         return timed
