@@ -66,10 +66,15 @@ def test_autograde_one_solved_exercise_scores_one_point(tmp_path):
     submitted = tmp_path / "submitted" / "learner1" / NOTEBOOK / f"{NOTEBOOK}.ipynb"
     submitted.parent.mkdir(parents=True)
     submitted.write_text(json.dumps(release, indent=1))
-    proc = subprocess.run(
-        [sys.executable, "-m", "nbgrader", "autograde", NOTEBOOK, "--student", "learner1", "--force", "--create"],
-        cwd=tmp_path, capture_output=True, text=True, env=gs.venv_env(), timeout=900,
-    )  # fmt: skip
+    # The notebook runs in seconds; a cell that hangs is stopped by nbgrader after 300 s (the course
+    # config allows 900 for a room of slow machines), so the failure names the cell, not just a timeout.
+    cmd = [sys.executable, "-m", "nbgrader", "autograde", NOTEBOOK, "--student", "learner1", "--force", "--create",
+           "--Execute.timeout=300", "--ExecutePreprocessor.timeout=300"]  # fmt: skip
+    try:
+        proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env=gs.venv_env(), timeout=600)
+    except subprocess.TimeoutExpired as e:
+        err = e.stderr.decode() if isinstance(e.stderr, bytes) else e.stderr or ""
+        pytest.fail(f"nbgrader autograde did not finish in 600 s; its log so far:\n{err[-4000:]}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
         sub = gb.find_submission(NOTEBOOK, "learner1")

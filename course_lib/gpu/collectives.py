@@ -22,6 +22,7 @@ import os
 import socket
 import sys
 import tempfile
+import time
 import traceback
 
 
@@ -80,13 +81,22 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank, world, port, fns, numel, out_dir):
+def _worker(rank, world, port, fns, numel, out_dir, timeout):
+    # A process forked from a Jupyter kernel shares the kernel's output streams (ZMQ sockets and
+    # the locks around them): print to a file of our own instead, never to the kernel's.
+    log = open(os.path.join(out_dir, f"rank{rank}.log"), "w", buffering=1)  # noqa: SIM115 (lives until exit)
+    sys.stdout = sys.stderr = log
     try:
+        import datetime
+
         import torch
         import torch.distributed as dist
 
         torch.set_num_threads(1)
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+            timeout=datetime.timedelta(seconds=timeout),  # a rank that waits on a lost peer raises
+        )  # fmt: skip
         gen = torch.Generator().manual_seed(1234 + rank)
         x = torch.randn(numel, generator=gen)
         ref = x.clone()
@@ -117,11 +127,13 @@ def check_allreduce(fns: dict, world: int = 4, numel: int = 1000, timeout: float
     ctx = multiprocessing.get_context(method)
     port = _free_port()
     with tempfile.TemporaryDirectory() as out_dir:
-        procs = [ctx.Process(target=_worker, args=(r, world, port, fns, numel, out_dir)) for r in range(world)]
+        args = [(r, world, port, fns, numel, out_dir, timeout) for r in range(world)]
+        procs = [ctx.Process(target=_worker, args=a, daemon=True) for a in args]
         for p in procs:
             p.start()
+        deadline = time.monotonic() + timeout + 5  # one deadline for the whole group, not per rank
         for p in procs:
-            p.join(timeout)
+            p.join(max(0.0, deadline - time.monotonic()))
         for p in procs:
             if p.is_alive():
                 p.kill()
