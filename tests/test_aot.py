@@ -45,6 +45,7 @@ MULTI_CASES = {
     aten.split_with_sizes.default: lambda: (_d(3, 7), [2, 5], 1),
     aten.unbind.int: lambda: (_d(3, 4), 1),
     aten.max_pool2d_with_indices.default: lambda: (_d(2, 3, 7, 7), [3, 3], [2, 2], [1, 1]),
+    aten.topk.default: lambda: (_d(5, 8), 3, 1), aten.sort.default: lambda: (_d(6, 4), 0, True),
 }  # fmt: skip
 RULE_CASES.update({
     aten.embedding.default: lambda: (_d(10, 4), torch.tensor([[1, 3, 3], [0, 9, 1]])),
@@ -532,6 +533,11 @@ MORE_OPS = {
     "vector_norm": (lambda x: x / x.norm(dim=-1, keepdim=True), (3, 5)),
     "vector_norm_at_zero": (lambda x: torch.linalg.vector_norm(torch.cat([x, x * 0.0]), dim=-1), (2, 3)),  # grad 0
     "pixel_shuffle": (lambda x: F.pixel_shuffle(x, 2), (1, 4, 2, 2)),
+    # Cohere's rotary interleaves with stack; Phi-3's pass-through half is empty when the rotary
+    # covers the head; a mixture-of-experts router keeps its top-k probabilities
+    "stack": (lambda x: torch.stack([x.sin(), -x], -1).flatten(-2) * 2.0, (3, 4)),
+    "empty_slice": (lambda x: torch.cat([x[..., :4].sin(), x[..., 4:]], -1), (2, 4)),
+    "topk_router": (lambda x: torch.topk(x.softmax(-1), 2, dim=-1).values * 3.0, (5, 4)),
 }
 
 
@@ -564,3 +570,56 @@ def test_convolution_backward_computes_only_the_gradients_read():
     ew, eb = torch.autograd.grad(_conv_then_factory(x, w, b), [w, b])
     torch.testing.assert_close(gw, ew)
     torch.testing.assert_close(gb, eb)
+
+
+@torch.library.custom_op("course_test::scaled_rows", mutates_args=())
+def _scaled_rows(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+    """Rows ``offs[i-1]:offs[i]`` of x times w[i]: an opaque op with its own backward, as
+    transformers' grouped_mm_fallback (mixture of experts) is."""
+    bounds = [0, *offs.tolist()]
+    return torch.cat([x[a:b] * w[i] for i, (a, b) in enumerate(zip(bounds, bounds[1:]))])
+
+
+@_scaled_rows.register_fake
+def _(x, w, offs):
+    return torch.empty_like(x)
+
+
+def _scaled_rows_backward(ctx, g):
+    x, w = ctx.saved_tensors
+    bounds = [0, *ctx.offs.tolist()]
+    spans = list(zip(bounds, bounds[1:]))
+    gx = torch.cat([g[a:b] * w[i] for i, (a, b) in enumerate(spans)])
+    return gx, torch.stack([(g[a:b] * x[a:b]).sum(0) for a, b in spans]), None
+
+
+def _scaled_rows_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], inputs[1])
+    ctx.offs = inputs[2]
+
+
+_scaled_rows.register_autograd(_scaled_rows_backward, setup_context=_scaled_rows_setup)
+
+
+def test_custom_op_backward_is_the_one_its_author_registered():
+    """A custom op has no rule in the table: the joint graph holds the author's backward (traced
+    through torch.autograd), and aot_function trains through it like eager."""
+    offs = torch.tensor([2, 5, 6])
+    fn = lambda x, w: _scaled_rows(x.tanh(), w, offs) * x  # noqa: E731
+    _grads_match_autograd(fn, torch.randn(6, 3), torch.randn(3, 3))
+    joint = aot.joint_graph(fn, torch.randn(6, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True))
+    assert not any(n.target is torch.ops.course_test.scaled_rows.default for n in joint.graph.nodes
+                   if n.op == "call_function" and _is_backward(n, joint)), "the forward op ran again in the backward"  # fmt: skip
+    assert any(n.target is aten.cat.default and _is_backward(n, joint) for n in joint.graph.nodes
+               if n.op == "call_function"), "the author's backward (a cat of per-group products) is not in the graph"  # fmt: skip
+
+
+def _is_backward(node, joint) -> bool:
+    """True for a node that reads a tangent (directly or through others)."""
+    seen, stack = set(), list(joint.tangents)
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            stack.extend(n.users)
+    return node in seen

@@ -42,7 +42,7 @@ def test_table_size_and_samples():
 KEPT_WHOLE = {  # advanced indexing is an embedding lookup; roll and glu cut slices
     torch.ops.aten.index.Tensor: ["aten.embedding.default"], torch.ops.aten.index_select.default: ["aten.embedding.default"],
     torch.ops.aten.flip.default: ["aten.embedding.default"], torch.ops.aten.glu.default: ["aten.slice.Tensor"],
-    torch.ops.aten.roll.default: ["aten.cat.default", "aten.slice.Tensor"],
+    torch.ops.aten.roll.default: ["aten.cat.default", "aten.slice.Tensor"], torch.ops.aten.stack.default: ["aten.cat.default"],
 }  # fmt: skip
 
 

@@ -69,10 +69,11 @@ def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int]) -
             items = grad.setdefault(base, [None] * len(env[base]))
             items[index] = grad[node] if items[index] is None else aten.add.Tensor(items[index], grad[node])
             continue
-        if node.target not in DERIVATIVES:
+        rule = DERIVATIVES.get(node.target) or _custom_op_rule(node.target)
+        if rule is None:
             raise KeyError(f"no derivative rule for {node.target} (node {node.name})")
         args, kwargs = map_arg(node.args, env.get), map_arg(node.kwargs, env.get)
-        arg_grads = DERIVATIVES[node.target](grad[node], env[node], *args, **kwargs)
+        arg_grads = rule(grad[node], env[node], *args, **kwargs)
         for a, g in zip(node.args, arg_grads):
             pairs = zip(a, g) if isinstance(a, (list, tuple)) and isinstance(g, (list, tuple)) else [(a, g)]
             for a1, g1 in pairs:  # a list argument (cat's tensors) gets a list of gradients
@@ -81,6 +82,47 @@ def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int]) -
     grads = [grad.get(placeholders[i], None) for i in wrt]
     grads = [g if g is not None else aten.mul.Tensor(primals[i], 0.0) for g, i in zip(grads, wrt)]
     return outputs, grads
+
+
+def _custom_op_rule(op) -> Callable | None:
+    """The derivative of a custom op (``torch.library.custom_op``, outside ``aten``) is the one its
+    author registered with ``torch.library.register_autograd``; no table here can know it. The rule
+    runs the op once more under autograd and asks ``torch.autograd.grad`` for the input gradients:
+    under the joint trace that records the author's backward (often a second custom op, such as
+    transformers' ``grouped_mm_fallback_backward`` for its mixture-of-experts matmul), which is what
+    torch's AOT autograd puts in the joint graph too. The repeated forward call is dead code when the
+    backward does not read the output, and goes when the graph is cleaned.
+    """
+    if not isinstance(op, torch._ops.OpOverload) or op.namespace in ("aten", "prims"):
+        return None
+
+    def rule(grad, out, *args, **kwargs):
+        def leaves_of(a) -> list:
+            if isinstance(a, (list, tuple)):
+                return [t for x in a for t in leaves_of(x)]
+            return [a] if isinstance(a, torch.Tensor) and a.is_floating_point() and not a.requires_grad else []
+
+        leaves = list({id(t): t for t in leaves_of(args)}.values())
+        for t in leaves:  # values of the trace are leaves without grad: mark them for this call only
+            t.requires_grad_(True)
+        try:
+            with torch.enable_grad():
+                outs = _flat(op(*args, **kwargs))
+            pairs = [(o, g) for o, g in zip(outs, _flat(grad)) if g is not None and o.requires_grad]
+            got = torch.autograd.grad([o for o, _ in pairs], leaves, [g for _, g in pairs], allow_unused=True)
+        finally:
+            for t in leaves:
+                t.requires_grad_(False)
+        by_id = {id(t): g for t, g in zip(leaves, got)}
+
+        def grad_of(a):
+            if isinstance(a, (list, tuple)):
+                return [grad_of(x) for x in a]
+            return by_id.get(id(a)) if isinstance(a, torch.Tensor) else None
+
+        return tuple(grad_of(a) for a in args)
+
+    return rule
 
 
 def _depends_on(roots: list[Node]) -> set[Node]:

@@ -266,6 +266,8 @@ def slice_(g: Tensor, out: Tensor, a: Tensor, dim: int = 0, start=None, end=None
     none = (None,) * 4
     if first == 0 and n == size:
         return (g, *none)
+    if n == 0:  # an empty slice (Phi-3's pass-through half when the rotary covers the whole head)
+        return (None, *none)
     if step != 1:  # a[first::step] (Swin's patch merging): spread g out to step 1, then as below
         g, n = _unstride(g, dim, step, size - first), min(n * step, size - first)
     along = [1] * a.dim()
@@ -313,6 +315,25 @@ def gather(g: Tensor, out: Tensor, a: Tensor, dim: int, index: Tensor, sparse_gr
     hit = aten.eq.Tensor(aten.view.default(iota, along), index)
     zero = aten.scalar_tensor.default(0.0, dtype=g.dtype, device=g.device)
     return aten.where.self(hit, aten.expand.default(g, list(a.shape)), zero), None, None, None
+
+
+def _picked(g: list, out: tuple, a: Tensor, dim: int) -> tuple:
+    """``values`` is ``a`` gathered at ``indices`` along ``dim``, each element picked at most once:
+    the gather rule gives the gradient; ``indices`` carry none."""
+    ga = None if g[0] is None else gather(g[0], out[0], a, dim, out[1])[0]
+    return ga, None, None, None, None
+
+
+@derivative(aten.topk.default)
+def topk(g: list, out: tuple, a: Tensor, k: int, dim: int = -1, *args, **kwargs) -> tuple:
+    """A mixture-of-experts router picks its experts with topk: the routing weights' gradient
+    flows back through here to the router's logits."""
+    return _picked(g, out, a, dim)
+
+
+@derivative(aten.sort.default)
+def sort(g: list, out: tuple, a: Tensor, dim: int = -1, *args, **kwargs) -> tuple:
+    return _picked(g, out, a, dim)
 
 
 #: largest one-hot (index entries x input size along dim) the general gather backward builds

@@ -64,6 +64,7 @@ SAMPLES = {
     aten.transpose.int: lambda g: ((_r(g, 4, 6, 3), 0, 2), {}),
     aten.unsqueeze.default: lambda g: ((_r(g, 4, 6), 1), {}),
     aten.squeeze.dim: lambda g: ((_r(g, 4, 1, 6), 1), {}),
+    aten.stack.default: lambda g: (([_r(g, 4, 6), _r(g, 4, 6), _r(g, 4, 6)], -1), {}),
     aten.squeeze.dims: lambda g: ((_r(g, 4, 1, 6, 1), [1, 3]), {}),
     aten._unsafe_view.default: lambda g: ((_r(g, 4, 6), [6, 4]), {}),
     aten.reshape.default: lambda g: ((_r(g, 4, 6).t(), [24]), {}),

@@ -420,6 +420,13 @@ def unsqueeze(x: Tensor, dim: int) -> Tensor:
     return aten.view.default(x, shape)
 
 
+@register(aten.stack.default)
+def stack(tensors: list, dim: int = 0) -> Tensor:
+    """A new axis on every input, then one concatenation (Cohere's interleaved rotary)."""
+    d = dim % (tensors[0].dim() + 1)
+    return aten.cat.default([unsqueeze(t, d) for t in tensors], d)
+
+
 @register(aten.squeeze.dim, aten.squeeze.dims)
 def squeeze(x: Tensor, dim: int | list[int]) -> Tensor:
     # unlike a reduction's dim, an empty list here means "squeeze nothing", not "every dim"
