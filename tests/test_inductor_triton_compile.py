@@ -188,3 +188,22 @@ def test_built_module_is_registered_once(graph):
     fn = c.call.__globals__["kernel0"].jit_fn.fn
     assert sys.modules[fn.__module__].kernel0.fn is fn
     assert _import_kernel_module(fn.__module__, fn.__code__.co_filename) is sys.modules[fn.__module__]
+
+
+def _use_pool_then_return() -> None:
+    print(async_compile.AsyncCompile(workers=2).pool().submit(sum, [1, 2]).result())
+
+
+def test_a_multiprocessing_child_that_used_the_pool_exits():
+    """multiprocessing children skip atexit and join their non-daemon children (the pool's idle
+    workers) on the way out: without the pool's Finalize hook such a child never ends (the H200
+    recording's jobs hung so)."""
+    import multiprocessing
+
+    proc = multiprocessing.get_context("spawn").Process(target=_use_pool_then_return)
+    proc.start()
+    proc.join(120)
+    alive = proc.is_alive()
+    if alive:
+        proc.kill()
+    assert not alive and proc.exitcode == 0, "the child did not exit after its work"

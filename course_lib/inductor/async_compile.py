@@ -32,6 +32,7 @@ import concurrent.futures
 import dataclasses
 import json
 import multiprocessing
+import multiprocessing.util
 import os
 import time
 
@@ -137,6 +138,9 @@ class AsyncCompile:
             ctx = multiprocessing.get_context(self.start or "fork")
             self._pool = concurrent.futures.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
             atexit.register(self.close)  # shut the workers down before the interpreter tears down
+            # a multiprocessing child never runs atexit: it joins its non-daemon children (the pool's
+            # workers, idle and waiting for work) at exit and would wait for ever; this runs first
+            multiprocessing.util.Finalize(None, self.close, exitpriority=100)
         return self._pool
 
     def close(self, kill: bool = False) -> None:
