@@ -56,7 +56,20 @@ RULE_CASES.update({
     aten.mul.Scalar: lambda: (_d(3, 4), 0.125),  # x * c, as CUDA's attention scaling reaches torch 2.11's trace
     # depthwise convolution (groups = channels), as MobileNetV2's 3x3 layers
     "depthwise": lambda: (_d(2, 4, 6, 6), _d(4, 1, 3, 3), None, [2, 2], [1, 1], [1, 1], False, [0, 0], 4),
+    # interpolated position embeddings (BEiT, YOLOS), nn.Unfold (ConvBERT), RWKV's time shift (a crop)
+    aten.upsample_bilinear2d.default: lambda: (_d(2, 3, 4, 5), [7, 3], False),
+    "bilinear_align_corners": lambda: (_d(1, 2, 3, 4), [6, 9], True),
+    aten.upsample_bicubic2d.default: lambda: (_d(2, 3, 4, 5), [7, 9], False),
+    "bicubic_scales": lambda: (_d(1, 2, 5, 4), [3, 6], False, 0.6, 1.5),
+    aten.im2col.default: lambda: (_d(2, 3, 6, 5), [3, 2], [1, 2], [1, 0], [2, 1]),
+    "negative_pad": lambda: (_d(2, 5, 4), [0, 0, 1, -1]),
+    "crop_and_pad": lambda: (_d(2, 5, 6), [-2, 3, -1, -3]),
 })  # fmt: skip
+
+#: the op each named case (a second case of one op) calls
+NAMED = {"depthwise": aten.convolution.default, "bilinear_align_corners": aten.upsample_bilinear2d.default,
+         "bicubic_scales": aten.upsample_bicubic2d.default, "negative_pad": aten.constant_pad_nd.default,
+         "crop_and_pad": aten.constant_pad_nd.default}  # fmt: skip
 
 
 def test_every_rule_has_a_case():
@@ -92,7 +105,7 @@ def test_rule_matches_autograd_float64(op):
     torch.manual_seed(0)
     args = [a.requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
             for a in RULE_CASES[op]()]  # fmt: skip
-    target = aten.convolution.default if op == "depthwise" else op
+    target = NAMED.get(op, op)
     out = target(*args)
     grad = torch.randn_like(out)
     tensors = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
@@ -538,6 +551,15 @@ MORE_OPS = {
     "stack": (lambda x: torch.stack([x.sin(), -x], -1).flatten(-2) * 2.0, (3, 4)),
     "empty_slice": (lambda x: torch.cat([x[..., :4].sin(), x[..., 4:]], -1), (2, 4)),
     "topk_router": (lambda x: torch.topk(x.softmax(-1), 2, dim=-1).values * 3.0, (5, 4)),
+    # Phi-MoE masks its first expert with scatter before picking the second (a one-hot where);
+    # BEiT/YOLOS resize position embeddings; ConvBERT unfolds; RWKV shifts time with a crop
+    "scatter_mask": (lambda x: torch.scatter(x, -1, x.argmax(-1, keepdim=True), float("-inf")).softmax(-1), (5, 4)),
+    "interpolate": (
+        lambda x: F.interpolate(x, (6, 9), mode="bicubic") * F.interpolate(x, scale_factor=1.5, mode="bilinear"),
+        (1, 2, 4, 6),
+    ),  # fmt: skip
+    "unfold": (lambda x: F.unfold(x, (3, 1), padding=(1, 0)) * 2.0, (2, 3, 5, 1)),
+    "time_shift": (lambda x: torch.nn.ZeroPad2d((0, 0, 1, -1))(x) * x, (2, 5, 3)),
 }
 
 

@@ -419,13 +419,21 @@ def unbind(g: list, out: list, x: Tensor, dim: int = 0) -> tuple:
 
 @derivative(aten.constant_pad_nd.default)
 def constant_pad_nd(g: Tensor, out: Tensor, x: Tensor, pad, value: float = 0) -> tuple:
-    """Padding (last dim first, ``[left, right, ...]``): the gradient is g with the border cut off."""
+    """Padding (last dim first, ``[left, right, ...]``): the gradient is g with the border cut off.
+
+    A negative amount crops instead (RWKV's time shift, ``ZeroPad2d((0, 0, 1, -1))``: a zero row in
+    front, the last row dropped). A cropped entry never reached the output, so its gradient is
+    zero: the backward first pads g with zeros where the forward cut, then cuts off the border the
+    forward added. (Torch's formula is one call, ``constant_pad_nd(g, -pad)``: a negative pad is
+    a crop; the course keeps its slices for the cutting.)
+    """
     for i in range(len(pad) // 2):
-        dim, left = x.dim() - 1 - i, pad[2 * i]
-        if left < 0 or pad[2 * i + 1] < 0:
-            raise NotImplementedError("constant_pad_nd backward: the course handles non-negative padding")
-        if left or pad[2 * i + 1]:
-            g = aten.slice.Tensor(g, dim, left, left + x.shape[dim])
+        dim, left, right = x.dim() - 1 - i, pad[2 * i], pad[2 * i + 1]
+        cut = [0, 0] * i + [max(-left, 0), max(-right, 0)]  # this dim's crops, as padding of g
+        if any(cut):
+            g = aten.constant_pad_nd.default(g, cut, 0.0)
+        if left > 0 or right > 0:  # g is now the padded size of x along dim: cut off the added border
+            g = aten.slice.Tensor(g, dim, max(left, 0), max(left, 0) + x.shape[dim])
     return g, None, None
 
 
@@ -449,6 +457,38 @@ def avg_pool2d(g: Tensor, out: Tensor, x: Tensor, kernel_size, stride=(), paddin
     gx = aten.avg_pool2d_backward.default(g, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
                                           divisor_override)  # fmt: skip
     return gx, None, None, None, None, None, None
+
+
+@derivative(aten.upsample_bilinear2d.default)
+def upsample_bilinear2d(g: Tensor, out: Tensor, x: Tensor, output_size, align_corners: bool, scales_h=None,
+                        scales_w=None) -> tuple:  # fmt: skip
+    """Interpolation (BEiT resizes its relative position table, YOLOS its position embeddings,
+    to the image's patch grid).
+
+    Each output pixel is a weighted sum of 4 input pixels (16 for bicubic), the weights fixed by
+    the sizes alone: a linear map of ``x``. Its gradient is the transposed map: every g entry
+    goes back to the same pixels with the same weights, added up where windows overlap. That
+    scatter-add stays a library kernel, as pooling's does (``upsample_*_backward``).
+    """
+    gx = aten.upsample_bilinear2d_backward.default(g, output_size, list(x.shape), align_corners, scales_h, scales_w)
+    return gx, None, None, None, None
+
+
+@derivative(aten.upsample_bicubic2d.default)
+def upsample_bicubic2d(g: Tensor, out: Tensor, x: Tensor, output_size, align_corners: bool, scales_h=None,
+                       scales_w=None) -> tuple:  # fmt: skip
+    gx = aten.upsample_bicubic2d_backward.default(g, output_size, list(x.shape), align_corners, scales_h, scales_w)
+    return gx, None, None, None, None
+
+
+@derivative(aten.im2col.default)
+def im2col(g: Tensor, out: Tensor, x: Tensor, kernel_size, dilation, padding, stride) -> tuple:
+    """``nn.Unfold`` (ConvBERT's span-based convolution): every sliding window of ``x`` copied out
+    as a column, (N, C, H, W) -> (N, C kh kw, windows). A pixel inside several windows was copied
+    several times, so its gradient is the sum of its copies' gradients: the columns folded back
+    onto the image, ``col2im`` (``nn.Fold``), the library kernel torch's formula calls too."""
+    gx = aten.col2im.default(g, list(x.shape[-2:]), kernel_size, dilation, padding, stride)
+    return gx, None, None, None, None
 
 
 NOT_DIFFERENTIABLE = frozenset(

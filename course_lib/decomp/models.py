@@ -368,3 +368,34 @@ def pixel_shuffle(x: Tensor, r: int) -> Tensor:
     k = len(batch)
     moved = aten.permute.default(split, [*range(k), k, k + 3, k + 1, k + 4, k + 2])
     return aten.reshape.default(moved, [*batch, c, h * r, w * r])
+
+
+#: largest one-hot (index entries x size along dim) scatter builds
+SCATTER_ONE_HOT_LIMIT = 1 << 24
+
+
+@register(aten.scatter.value)
+def scatter_value(x: Tensor, dim: int, index: Tensor, value: float) -> Tensor:
+    """``x.scatter(dim, index, value)``: ``value`` written at the positions ``index`` names along
+    ``dim`` (Phi-MoE's router masks its chosen expert with -inf). The positions hit are a one-hot
+    comparison, as in the general gather's backward: index ``(.., m)`` (dim moved last) against
+    ``iota(n)`` gives ``(.., m, n)``; a position is hit when any of the m picks names it. Then one
+    where, whose rule gives ``x`` the gradient everywhere but the overwritten positions.
+
+    m x n work per row (m picks among n): fine for a router's few experts; larger ones, and an
+    index smaller than ``x`` off ``dim`` (torch allows it), stay an op.
+    """
+    dim %= max(x.dim(), 1)
+    if x.dim() == 0 or index.dim() != x.dim() or index.numel() * x.shape[dim] > SCATTER_ONE_HOT_LIMIT:
+        return NotImplemented
+    if any(index.shape[d] != x.shape[d] for d in range(x.dim()) if d != dim):
+        return NotImplemented
+    n, m = x.shape[dim], index.shape[dim]
+    last = [d for d in range(x.dim()) if d != dim] + [dim]
+    idx = aten.permute.default(index, last)
+    lead = list(idx.shape[:-1])
+    iota = aten.view.default(_iota(n, x), [1] * len(lead) + [1, n])
+    hot = aten.eq.Tensor(aten.view.default(idx, [*lead, m, 1]), iota)  # (.., m, n)
+    count = aten.sum.dim_IntList(aten._to_copy.default(hot, dtype=torch.int64), [len(lead)], False)  # (.., n)
+    hit = aten.permute.default(aten.gt.Scalar(count, 0), [last.index(d) for d in range(x.dim())])
+    return aten.where.self(hit, _scalar(value, x), x)

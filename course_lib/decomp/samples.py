@@ -109,6 +109,7 @@ SAMPLES.update({  # the entries of course_lib.decomp.models (ops real models rea
     aten.linalg_vector_norm.default: lambda g: ((_r(g, 3, 5), 2, [-1], True), {}),
     aten.pixel_shuffle.default: lambda g: ((_r(g, 2, 8, 3, 2), 2), {}),
     aten.masked_fill.Tensor: lambda g: ((_r(g, 4, 6), _r(g, 1, 6) > 0, torch.tensor(-2.5, dtype=torch.float64)), {}),
+    aten.scatter.value: lambda g: ((_r(g, 3, 5, 4), 1, torch.randint(0, 5, (3, 2, 4), generator=g), float("-inf")), {}),
 })  # fmt: skip
 
 
