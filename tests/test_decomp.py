@@ -161,3 +161,17 @@ def test_safe_softmax_masked_row_has_a_finite_gradient():
     (want,) = torch.autograd.grad(op(ref, 1), ref, cot)
     torch.testing.assert_close(graph(x), op(x, 1))
     torch.testing.assert_close(got, want)
+
+
+def test_one_hot_traces_to_primitives():
+    """``F.one_hot`` reads its values to check them in eager (``.item()``), which make_fx cannot trace
+    (Switch Transformers' router); rewritten before dispatch, it is a comparison with an iota."""
+    x = torch.tensor([[0, 3, 3], [2, 1, 0]])
+    for fn in (lambda t: torch.nn.functional.one_hot(t, 5), lambda t: torch.nn.functional.one_hot(t, num_classes=4)):
+        graph = decomp.trace(fn, x)
+        assert decomp.non_primitive(graph) == []
+        other = torch.tensor([[3, 0, 1], [1, 1, 2]])  # a graph for the values it was not traced with
+        got, want = graph(other), fn(other)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    with pytest.raises(RuntimeError, match="tracing tensor"):  # the width is a value: still refused
+        decomp.trace(torch.nn.functional.one_hot, x)

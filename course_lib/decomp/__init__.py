@@ -26,23 +26,76 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import torch
+from torch.overrides import TorchFunctionMode
+
 from course_lib.decomp import models as _models  # noqa: F401  (registers the entries real models need)
 from course_lib.decomp.table import DECOMPOSITIONS, KIND, PRIMITIVES, kind, register
 
-__all__ = ["DECOMPOSITIONS", "KIND", "PRIMITIVES", "decompose", "kind", "non_primitive", "primitive_counts",
-           "register", "trace"]  # fmt: skip
+__all__ = ["BEFORE_DISPATCH", "DECOMPOSITIONS", "KIND", "PRIMITIVES", "decompose", "kind", "non_primitive",
+           "primitive_counts", "register", "trace"]  # fmt: skip
 
 
 def trace(fn: Callable, *args: Any, table: dict | None = None):
     """``fn`` traced to an ATen course_lib.fx Graph with ``table`` applied (default: ours).
 
-    Pass ``table={}`` for the undecomposed ATen graph.
+    Pass ``table={}`` for the undecomposed ATen graph. Ops in :data:`BEFORE_DISPATCH` are
+    rewritten before they reach the dispatcher (see :class:`BeforeDispatch`), whatever the table.
     """
     from course_lib import compat
     from course_lib.fx import from_torch_fx
 
     table = DECOMPOSITIONS if table is None else table
-    return from_torch_fx(compat.make_fx(fn, *args, decompositions=table))
+
+    def traced(*a):
+        with BeforeDispatch():
+            return fn(*a)
+
+    return from_torch_fx(compat.make_fx(traced, *args, decompositions=table))
+
+
+def one_hot(x: torch.Tensor, num_classes: int = -1):
+    """``F.one_hot`` as torch traces it for a FakeTensor: ``x[..., None] == iota(num_classes)``, as int64.
+
+    Eager one_hot first checks ``0 <= x < num_classes`` by reading the values (``.item()``);
+    here an index out of range gives a row of zeros instead of an error, as a compiled one_hot
+    without torch's ``_assert_async`` checks does. Without ``num_classes`` the width is
+    ``x.max() + 1``, a value no static trace can know: that call is left to fail as before.
+    """
+    if num_classes < 0:
+        return NotImplemented
+    iota = torch.ops.prims.iota.default(num_classes, start=0, step=1, dtype=x.dtype, device=x.device,
+                                        requires_grad=False)  # fmt: skip
+    hot = torch.ops.aten.eq.Tensor(torch.ops.aten.unsqueeze.default(x, -1), iota)
+    return torch.ops.aten._to_copy.default(hot, dtype=torch.int64)
+
+
+#: torch-level functions :class:`BeforeDispatch` rewrites, {function: replacement}
+#: (``torch.nn.functional.one_hot`` is ``torch._C._nn.one_hot``)
+BEFORE_DISPATCH: dict = {torch._C._nn.one_hot: one_hot}
+
+
+class BeforeDispatch(TorchFunctionMode):
+    """Rewrites the functions of :data:`BEFORE_DISPATCH` as they are called (a ``TorchFunctionMode``).
+
+    Why a second table: an op that is ``CompositeImplicitAutograd`` (one_hot, in Switch
+    Transformers' router) has no kernel of its own; its C++ body runs *before* the dispatcher,
+    so the tracer, and the decomposition table it consults, only see the ops that body calls.
+    one_hot's body reads values to check them (``x.min().item()``), which a trace cannot
+    record: make_fx stops with "trying to get value out of a tracing tensor". torch's AOT
+    Autograd traces FakeTensors, for which the same C++ takes a traceable branch; the course
+    traces real tensors, so it swaps the call at the ``__torch_function__`` layer, above the C++
+    body, for that traceable form.
+    """
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        rewrite = BEFORE_DISPATCH.get(func)
+        if rewrite is not None:
+            out = rewrite(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        return func(*args, **kwargs)
 
 
 def _example_inputs(graph) -> list:
