@@ -8,7 +8,8 @@ course_lib, timed in interleaved rounds so a noisy neighbour hits all three alik
 table, the geomean ratios course/eager, course/Inductor and course's cold compile over
 Inductor's, and which graphs left the course pipeline (a fallback is counted, not hidden).
 Writes ``results_dir/real_models.json``. ``BENCH_MODELS="gpt2 resnet"`` (or
-``python bench/bench_real_models.py --models gpt2 resnet --rounds 15``) picks a subset.
+``python bench/bench_real_models.py --models gpt2 resnet --rounds 15``) picks a subset;
+``--device cuda`` runs the same on a GPU (every timed step between two ``torch.cuda.synchronize()``).
 The configs are the test suite's (two layers, widths of 32): small enough that per-call
 overhead (Python wrappers, kernel launches, waking OpenMP threads) weighs as much as arithmetic.
 
@@ -44,7 +45,7 @@ def _fallbacks(records: list) -> list[str]:
     return [f"{kind}: {reason}" for kind, reason in records if kind != "compiled"]
 
 
-def measure(name: str, rounds: int = ROUNDS) -> dict:
+def measure(name: str, rounds: int = ROUNDS, device: str = "cpu") -> dict:
     import copy
 
     import torch
@@ -55,29 +56,33 @@ def measure(name: str, rounds: int = ROUNDS) -> dict:
 
     compat.dynamo_reset()
     base, inputs = real_models.build(name)
+    base, inputs = base.to(device), {k: v.to(device) for k, v in inputs.items()}
     base.train()
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
     records: list = []
     models = {"eager": base, "inductor": torch.compile(copy.deepcopy(base), backend="inductor"),
               "course_lib": torch.compile(copy.deepcopy(base),
                                           backend=lambda gm, ex: compile_fx(gm, ex, record=records))}  # fmt: skip
-    t0 = time.perf_counter()
-    _step(base, inputs)
-    eager_first = time.perf_counter() - t0
-    compile_s = {}
-    for key in ("inductor", "course_lib"):
+
+    def timed(model) -> float:
+        sync()
         t0 = time.perf_counter()
-        _step(models[key], inputs)
-        compile_s[key] = time.perf_counter() - t0 - eager_first
+        _step(model, inputs)
+        sync()
+        return time.perf_counter() - t0
+
+    eager_first = timed(base)
+    compile_s = {key: timed(models[key]) - eager_first for key in ("inductor", "course_lib")}
+    for model in models.values():  # warm-up: allocator, lazy CUDA/cuBLAS state, second-call paths
+        timed(model)
     times: dict[str, list[float]] = {k: [] for k in models}
     load = os.getloadavg()[0]
     for _ in range(rounds):  # interleaved
         for key, model in models.items():
-            t0 = time.perf_counter()
-            _step(model, inputs)
-            times[key].append(time.perf_counter() - t0)
+            times[key].append(timed(model))
     med = {k: statistics.median(v) for k, v in times.items()}
     best = {k: min(v) for k, v in times.items()}
-    return {"model": name, "family": real_models.MODELS[name].family, "runtime_s": med, "best_s": best,
+    return {"model": name, "device": device, "family": real_models.MODELS[name].family, "runtime_s": med, "best_s": best,
             "compile_s": compile_s, "course_vs_eager": med["course_lib"] / med["eager"],
             "course_vs_inductor": med["course_lib"] / med["inductor"],
             "best_course_vs_eager": best["course_lib"] / best["eager"],
@@ -95,7 +100,7 @@ RATIOS = ("course_vs_eager", "course_vs_inductor", "cold_compile_vs_inductor", "
           "best_course_vs_inductor")  # fmt: skip
 
 
-def main(results_dir: pathlib.Path, models: list[str] | None = None, rounds: int = ROUNDS) -> None:
+def main(results_dir: pathlib.Path, models: list[str] | None = None, rounds: int = ROUNDS, device: str = "cpu") -> None:
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="bench-real-inductor-"))
     os.environ.setdefault("COURSE_CACHE_DIR", tempfile.mkdtemp(prefix="bench-real-course-"))
     from tqdm.auto import tqdm
@@ -106,7 +111,7 @@ def main(results_dir: pathlib.Path, models: list[str] | None = None, rounds: int
     unknown = [n for n in names if n not in real_models.MODELS]
     if unknown:
         raise SystemExit(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(real_models.MODELS)}")
-    rows = [measure(n, rounds) for n in tqdm(names, desc="real models")]
+    rows = [measure(n, rounds, device) for n in tqdm(names, desc="real models")]
     summary = {k: geomean(r[k] for r in rows) for k in RATIOS}
     head = f"{'model':14s} {'eager ms':>9s} {'inductor':>9s} {'course':>9s} {'c/eager':>8s} {'c/ind':>7s} " \
            f"{'compile ind s':>13s} {'course s':>9s}  fallbacks"  # fmt: skip
@@ -141,5 +146,6 @@ if __name__ == "__main__":
     parser.add_argument("--models", nargs="*", help="model names (default: all, or $BENCH_MODELS)")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved timing rounds per model")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path(__file__).resolve().parent / "results")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     cli = parser.parse_args()
-    main(cli.out, cli.models, cli.rounds)
+    main(cli.out, cli.models, cli.rounds, cli.device)
