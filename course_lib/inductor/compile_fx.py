@@ -165,22 +165,37 @@ def _compile_or_eager(gm, example_inputs, fusion, codegen, record):
 
 
 def inner_compiler(fusion: str = "greedy", codegen: str | None = None, record: list | None = None):
-    """``compile_fx_inner`` for torch's AOT Autograd: compile one graph, or run it in eager."""
+    """``compile_fx_inner`` for torch's AOT Autograd: compile one graph, or run it in eager.
+
+    A tensor the model makes from Python numbers (``torch.tensor(3.0)``) reaches the graph as a
+    ``get_attr`` of a constant (``_tensor_constant0``, read by ``lift_fresh_copy``). Lowering
+    knows only inputs, so the constants become extra inputs first and every call appends them,
+    as Inductor does when it turns constants into graph inputs (``GraphLowering.constants``).
+    """
 
     def compiler(gm, example_inputs):
-        compiled = _compile_or_eager(gm, example_inputs, fusion, codegen, record)
+        from course_lib import aot
+
+        gm, consts = aot.lift_constants(gm)  # get_attr constants -> placeholders at the end
+        compiled = _compile_or_eager(gm, [*example_inputs, *consts], fusion, codegen, record)
         if compiled is None:
 
             def eager(args):
-                return gm(*args)
+                return gm(*args, *consts)
 
             return _boxed(eager)
         call = compiled.call
+        if not consts:
 
-        def run(args):
-            return call(args)
+            def run(args):
+                return call(args)
 
-        return _boxed(run)
+            return _boxed(run)
+
+        def run_with_constants(args):
+            return call([*args, *consts])
+
+        return _boxed(run_with_constants)
 
     return compiler
 
