@@ -104,6 +104,18 @@ def _ids(vocab: int = 96, seq: int = 8, **more: tuple) -> Callable[[torch.Genera
     return inputs
 
 
+def _with_mask(inputs: Callable[[torch.Generator], dict]) -> Callable[[torch.Generator], dict]:
+    """``inputs`` plus an all-ones ``attention_mask``. LongT5 builds that mask itself only when
+    ``not is_torchdynamo_compiling()``: under torch.compile, without one, its transient-global
+    attention concatenates tensors of different batch sizes (any backend, eager's included)."""
+
+    def with_mask(g):
+        out = inputs(g)
+        return {**out, "attention_mask": torch.ones_like(out["input_ids"])}
+
+    return with_mask
+
+
 @torch.no_grad()
 def _unit_batch_norms(model: torch.nn.Module) -> None:
     """Batch-norm scales of 1 (torch's default). transformers draws EfficientNet's from N(0, 0.02),
@@ -241,6 +253,16 @@ MORE: dict[str, RealModel] = {m.name: m for m in [
               conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
               hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, feat_proj_dropout=0.0,
               layerdrop=0.0, mask_time_prob=0.0)),
+    RealModel("phimoe", "decoder", _model("PhimoeForCausalLM", "PhimoeConfig", _ids(), vocab_size=96, **_MOE, **_DEC,
+              router_jitter_noise=0.0, input_jitter_noise=0.0)),  # training-mode noise: no two runs agree
+    RealModel("convbert", "encoder", _model("ConvBertModel", "ConvBertConfig", _ids(), vocab_size=96, embedding_size=32,
+                                            head_ratio=2, conv_kernel_size=3, **_ENC)),
+    RealModel("longt5", "encoder-decoder", _model("LongT5Model", "LongT5Config",
+              _with_mask(_ids(decoder_input_ids=(96, 4))), vocab_size=96, d_model=32, d_kv=8, d_ff=64,
+              num_layers=1, num_heads=4, relative_attention_num_buckets=8, dropout_rate=0.0, local_radius=2,
+              encoder_attention_type="transient-global", global_block_size=4)),
+    RealModel("beit", "vision transformer", _model("BeitModel", "BeitConfig", _pixels(), image_size=32, patch_size=8,
+              use_relative_position_bias=True, drop_path_rate=0.0, **_ENC)),
 ]}  # fmt: skip
 
 
