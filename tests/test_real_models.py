@@ -106,3 +106,32 @@ def test_tf32_switch_works_after_torch_testing_froze_the_backend_flags(monkeypat
         assert torch.backends.cudnn.allow_tf32
     with real_models.tf32(False):
         assert not torch.backends.cudnn.allow_tf32
+
+
+class _Dropped(torch.nn.Module):
+    def __init__(self, p: float):
+        super().__init__()
+        self.proj, self.drop = torch.nn.Linear(8, 8), torch.nn.Dropout(p)
+
+    def forward(self, x):
+        return (self.drop(self.proj(x)),)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.3])
+def test_a_model_that_draws_random_numbers_in_training_cannot_pass(p, monkeypatch):
+    """Stochastic depth (BEiT's default drop_path_rate 0.1) or router noise (Phi-MoE) make two eager
+    steps disagree, and then any backend "fails" against eager. compare() runs eager twice and
+    ok() refuses a model that disagrees with itself, whatever the backend did."""
+    build = lambda: (_Dropped(p), {"x": torch.randn(4, 8)})  # noqa: E731
+    monkeypatch.setitem(real_models.MORE, "dropped", real_models.RealModel("dropped", "test", build))
+    result = real_models.compare("dropped", backend="eager")
+    assert (result.eager_repeat_error > 0.01) == (p > 0), result
+    assert result.ok() == (p == 0), result
+
+
+def test_fp32_rounding_floor_is_small_for_a_well_conditioned_model():
+    """fp32 eager against fp64 eager: GPT-2 (tiny, random weights) is well conditioned, so its
+    rounding floor is far below compare()'s tolerance; the number is what a gradient error of a
+    backend is measured against before calling it a bug."""
+    err, where = real_models.fp32_rounding("gpt2")
+    assert 0 < err < 1e-4, (err, where)

@@ -300,9 +300,16 @@ class Comparison:
     params: int
     compile_s: float  # first training call (compile included) minus an eager call
     grad_scale: float = 1.0  # largest |eager gradient|: 0 means the check compared nothing
+    # grad_error's measure between two eager steps on identical copies: above zero when the model
+    # draws random numbers in training (dropout, stochastic depth, router jitter), and then no
+    # backend can match eager; GPU atomics (scatter-add backward) leave a trace of rounding here too
+    eager_repeat_error: float = 0.0
 
     def ok(self, tol: float = 2e-3) -> bool:
-        return self.grad_scale > 0 and max(self.output_error, self.train_output_error, self.grad_error) <= tol
+        """Every error within ``tol``, something compared, and eager agreeing with itself (within
+        ``tol / 10``: a model that does not is checked against noise, whatever the backend does)."""
+        return (self.grad_scale > 0 and self.eager_repeat_error <= tol / 10
+                and max(self.output_error, self.train_output_error, self.grad_error) <= tol)  # fmt: skip
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor, floor: float = 0.0) -> float:
@@ -349,7 +356,7 @@ def _compare(name: str, backend, device: str, keep: dict | None) -> Comparison:
     model, inputs = build(name)
     model = model.to(device)
     inputs = {k: v.to(device) for k, v in inputs.items()}
-    twin = copy.deepcopy(model)
+    twin, again = copy.deepcopy(model), copy.deepcopy(model)
     compiled = torch.compile(twin, backend=backend)
     model.eval(), twin.eval()
     with torch.no_grad():
@@ -362,22 +369,31 @@ def _compare(name: str, backend, device: str, keep: dict | None) -> Comparison:
     loss_e = loss_of(model(**inputs))
     loss_e.backward()
     t2 = time.perf_counter()
+    again.train()
+    loss_of(again(**inputs)).backward()
     grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
     scale = max(float(g.abs().max()) for g in grads.values())
-    worst, worst_name = 0.0, ""
-    for n, p in twin.named_parameters():
-        if n not in grads:
-            continue
-        if p.grad is None:
-            worst, worst_name = float("inf"), n
-            break
-        err = _rel(p.grad, grads[n], 1e-3 * scale)
-        if err > worst:
-            worst, worst_name = err, n
+    worst, worst_name = _worst_grad(twin, grads, scale)
     if keep is not None:
         keep.update(eager=model, twin=twin, compiled=compiled, inputs=inputs)
     return Comparison(name, out_err, _rel(loss_c, loss_e), worst, worst_name, len(grads), (t1 - t0) - (t2 - t1),
-                      scale)  # fmt: skip
+                      scale, _worst_grad(again, grads, scale)[0])  # fmt: skip
+
+
+def _worst_grad(module: torch.nn.Module, grads: dict, scale: float) -> tuple[float, str]:
+    """Worst relative difference of ``module``'s parameter gradients from ``grads`` (eager's), each
+    relative to max(its own largest |g|, 1e-3 * ``scale``), and that parameter's name; inf when a
+    parameter eager differentiated got no gradient."""
+    worst, worst_name = 0.0, ""
+    for n, p in module.named_parameters():
+        if n not in grads:
+            continue
+        if p.grad is None:
+            return float("inf"), n
+        err = _rel(p.grad, grads[n], 1e-3 * scale)
+        if err > worst:
+            worst, worst_name = err, n
+    return worst, worst_name
 
 
 def _sync(device) -> None:
@@ -457,6 +473,23 @@ def tf32_sensitivity(name: str) -> tuple[float, str]:
     grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
     scale = max(float(g.abs().max()) for g in grads.values())
     return max((_rel(p.grad, grads[n], 1e-3 * scale), n) for n, p in twin.named_parameters() if n in grads)
+
+
+def fp32_rounding(name: str) -> tuple[float, str]:
+    """How far fp32 eager's own gradients are from fp64 eager's (worst relative parameter-gradient
+    difference, as in :class:`Comparison`, and where): the rounding floor of this model. A backend
+    whose ``grad_error`` against fp32 eager is of this order is rounding differently, not wrong;
+    YOLOS's class token, for one, sits at 6.4 (its fp32 gradient is mostly rounding)."""
+    import copy
+
+    model, inputs = build(name)
+    model.train()
+    wide = copy.deepcopy(model).double()
+    loss_of(model(**inputs)).backward()
+    loss_of(wide(**{k: v.double() if v.is_floating_point() else v for k, v in inputs.items()})).backward()
+    grads = {n: p.grad.double() for n, p in wide.named_parameters() if p.grad is not None}
+    scale = max(float(g.abs().max()) for g in grads.values())
+    return _worst_grad(model, grads, scale)
 
 
 def probe(name: str, backend="course_lib") -> dict:
