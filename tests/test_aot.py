@@ -46,6 +46,7 @@ MULTI_CASES = {
     aten.unbind.int: lambda: (_d(3, 4), 1),
     aten.max_pool2d_with_indices.default: lambda: (_d(2, 3, 7, 7), [3, 3], [2, 2], [1, 1]),
     aten.topk.default: lambda: (_d(5, 8), 3, 1), aten.sort.default: lambda: (_d(6, 4), 0, True),
+    aten.max.dim: lambda: (_d(3, 5, 4), 1), aten.min.dim: lambda: (_d(3, 5, 4), -1, True),  # keepdim False / True
 }  # fmt: skip
 RULE_CASES.update({
     aten.embedding.default: lambda: (_d(10, 4), torch.tensor([[1, 3, 3], [0, 9, 1]])),
@@ -551,6 +552,8 @@ MORE_OPS = {
     "stack": (lambda x: torch.stack([x.sin(), -x], -1).flatten(-2) * 2.0, (3, 4)),
     "empty_slice": (lambda x: torch.cat([x[..., :4].sin(), x[..., 4:]], -1), (2, 4)),
     "topk_router": (lambda x: torch.topk(x.softmax(-1), 2, dim=-1).values * 3.0, (5, 4)),
+    # Hiera pools its queries with the largest entry of each window (values of max over a dim)
+    "max_dim_pool": (lambda x: x.view(2, 4, 3, 5).max(dim=1).values * x[:, :3].view(2, 3, 5), (2, 12, 5)),
     # Phi-MoE masks its first expert with scatter before picking the second (a one-hot where);
     # BEiT/YOLOS resize position embeddings; ConvBERT unfolds; RWKV shifts time with a crop
     "scatter_mask": (lambda x: torch.scatter(x, -1, x.argmax(-1, keepdim=True), float("-inf")).softmax(-1), (5, 4)),

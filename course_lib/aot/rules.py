@@ -336,6 +336,28 @@ def sort(g: list, out: tuple, a: Tensor, dim: int = -1, *args, **kwargs) -> tupl
     return _picked(g, out, a, dim)
 
 
+@derivative(aten.max.dim, aten.min.dim)
+def max_dim(g: list, out: tuple, a: Tensor, dim: int, keepdim: bool = False) -> tuple:
+    """``x.max(dim)`` (Hiera's query pooling: the largest of each window): (values, indices),
+    the one picked element of every row and where it sits. Like topk with k = 1, the values are
+    ``a`` gathered at the indices, so the gradient goes to that one element (a tie sends it all
+    to the element the index names, as torch's ``value_selecting_reduction_backward`` does; amax
+    splits it). Without ``keepdim`` the reduced axis is gone from g and the indices: it is put
+    back as size 1 first, the shape a gather's index has."""
+    if g[0] is None:
+        return None, None, None
+    if a.dim() == 0:
+        return g[0], None, None
+    dim %= a.dim()
+    values, indices = out[0], out[1]
+    if not keepdim:
+        kept = list(a.shape)
+        kept[dim] = 1
+        values, indices = aten.view.default(values, kept), aten.view.default(indices, kept)
+        g = [aten.view.default(g[0], kept), None]
+    return _picked(g, (values, indices), a, dim)[:3]
+
+
 #: largest one-hot (index entries x input size along dim) the general gather backward builds
 GATHER_ONE_HOT_LIMIT = 1 << 24
 
