@@ -546,6 +546,21 @@ MORE_OPS = {
     "glu": (lambda x: F.glu(x, -1), (3, 4)),
     "vector_norm": (lambda x: x / x.norm(dim=-1, keepdim=True), (3, 5)),
     "vector_norm_at_zero": (lambda x: torch.linalg.vector_norm(torch.cat([x, x * 0.0]), dim=-1), (2, 3)),  # grad 0
+    # DBRX's router divides its top-k weights by their 1-norm (torch.norm(p=1)); other orders, all dims
+    "router_l1_norm": (
+        lambda x: (t := x.softmax(-1).topk(2).values) / torch.norm(t, p=1, dim=-1, keepdim=True),
+        (5, 4),
+    ),
+    "vector_norm_orders": (
+        lambda x: (
+            torch.linalg.vector_norm(x, 1) * x
+            + torch.linalg.vector_norm(x, float("inf"), 0)
+            + torch.linalg.vector_norm(x, 3.0, -1, True)
+            - torch.linalg.vector_norm(x, -float("inf"), -1, True)
+            + torch.linalg.vector_norm(x, 1.5, -1, True)
+        ),
+        (3, 5),
+    ),
     "pixel_shuffle": (lambda x: F.pixel_shuffle(x, 2), (1, 4, 2, 2)),
     # Cohere's rotary interleaves with stack; Phi-3's pass-through half is empty when the rotary
     # covers the head; a mixture-of-experts router keeps its top-k probabilities
@@ -573,6 +588,14 @@ def test_more_ops_train_like_eager(name):
     torch.manual_seed(0)
     fn, shape = MORE_OPS[name]
     _grads_match_autograd(fn, torch.randn(*shape))
+
+
+def test_vector_norms_of_a_zero_row_have_torchs_subgradient():
+    """At x = 0, |x| has the subgradient sign(0) = 0 in torch's formulas (1-norm, inf-norm, p-norm),
+    and the p-th root's infinite derivative must not turn into NaN: the input's second row is zero."""
+    x = torch.cat([torch.randn(1, 4), torch.zeros(1, 4)])
+    for p in (1, 1.5, 2, 3.0, float("inf"), -float("inf")):
+        _grads_match_autograd(lambda t, p=p: torch.linalg.vector_norm(t, p, -1) * 2.0, x)
 
 
 def _conv_then_factory(x, w, b):

@@ -344,18 +344,32 @@ def glu(x: Tensor, dim: int = -1) -> Tensor:
 @register(aten.linalg_vector_norm.default)
 def vector_norm(x: Tensor, ord: float = 2, dim: list[int] | None = None, keepdim: bool = False, *,
                 dtype: torch.dtype | None = None) -> Tensor:  # fmt: skip
-    """The 2-norm (normalising embeddings, CLIP's projections); other orders stay an op.
+    """``(sum |x|^p)^(1/p)`` over ``dim``: the 2-norm (normalising embeddings, CLIP's projections),
+    the 1-norm (DBRX's router rescales its top-k weights by their sum of magnitudes), the max
+    magnitude (p = inf) and -inf (the min), and any finite p > 1. Orders 0 and below 1 stay an op.
 
-    At a zero vector sqrt's derivative is infinite and 0 * inf = NaN; torch's gradient there is 0
-    (a subgradient). So a zero sum takes the square root of 1 instead and is put back to 0 by a
+    ``|x|`` is written ``x * sign(x)``: its derivative is sign(x), 0 at x = 0, the subgradient
+    torch's formula uses (``abs`` as a where would send the full gradient to a zero).
+    For p > 1 the root at a zero vector has an infinite derivative and 0 * inf = NaN; torch's
+    gradient there is 0. So a zero sum takes the root of 1 instead and is put back to 0 by a
     where, whose rule sends that branch no gradient.
     """
-    if ord != 2 or dtype is not None:
+    if dtype is not None:
         return NotImplemented
     dims = list(range(x.dim())) if not dim else list(dim)
-    total = aten.sum.dim_IntList(aten.mul.Tensor(x, x), dims, keepdim)
+    magnitude = aten.mul.Tensor(x, aten.sign.default(x))
+    if ord in (math.inf, -math.inf):  # the largest (smallest) magnitude; ties share the gradient
+        pick = aten.amax.default if ord > 0 else aten.amin.default
+        return pick(magnitude, dims, keepdim)
+    if ord == 1:
+        return aten.sum.dim_IntList(magnitude, dims, keepdim)
+    if not ord > 1:
+        return NotImplemented
+    powered = aten.mul.Tensor(x, x) if ord == 2 else aten.pow.Tensor_Scalar(magnitude, ord)
+    total = aten.sum.dim_IntList(powered, dims, keepdim)
     zero = aten.eq.Scalar(total, 0)
-    root = aten.sqrt.default(aten.where.self(zero, _scalar(1.0, total), total))
+    safe = aten.where.self(zero, _scalar(1.0, total), total)
+    root = aten.sqrt.default(safe) if ord == 2 else aten.pow.Tensor_Scalar(safe, 1.0 / ord)
     return aten.where.self(zero, _scalar(0.0, total), root)
 
 
