@@ -6,6 +6,12 @@
   constant (``_tensor_constant0``, read by ``lift_fresh_copy``). course_lib.inductor's lowering
   knows only placeholders, so the graph ran in eager ("FX op get_attr ... is not handled").
   ``inner_compiler`` now lifts the constants into extra inputs, as course_lib.aot's path does.
+* A mixture-of-experts layer (Switch Transformers, DBRX) picks each expert's tokens with
+  ``nonzero``; the graph break hands Dynamo graphs whose token count differs from call to call,
+  so they arrive with symbolic sizes (``[s0, 8]``). Lowering refused every extern call there
+  ("extern call aten.mm.default (mm) with symbolic sizes") and, once that was fixed, the forward
+  graph's outputs: torch's partitioner saves the ``SymInt`` inputs for the backward graph ("output
+  primals_1 is not a tensor"). Both graphs ran in eager.
 """
 
 import functools
@@ -37,3 +43,37 @@ def test_tensor_constants_compile_through_torch_aot(monkeypatch):
     # the forward graph really read the constants: they are inputs of the compiled graph
     forward = record[0][1]
     assert any(name.startswith("const_") for name in forward.graph.inputs)
+
+
+def _expert(x, w1, b1, w2):
+    """One expert of a mixture-of-experts layer, on the tokens routed to it: ``x`` is ``[tokens, 8]``."""
+    h = torch.addmm(b1, x, w1).relu()
+    return (h @ w2) + torch.bmm(h.unsqueeze(0), w2.unsqueeze(0)).squeeze(0)
+
+
+def test_extern_calls_with_symbolic_sizes(monkeypatch):
+    monkeypatch.setenv("COURSE_INDUCTOR_STRICT", "1")
+    record: list = []
+    compat.dynamo_reset()
+    compiled = torch.compile(_expert, backend=functools.partial(ind.compile_fx, record=record))
+    torch.manual_seed(0)
+    params = [torch.randn(8, 16), torch.randn(16), torch.randn(16, 8)]
+    for tokens in (5, 7, 3):  # one compilation for every token count
+        x = torch.randn(tokens, 8)
+        mine = [p.clone().requires_grad_(True) for p in [x, *params]]
+        ref = [p.clone().requires_grad_(True) for p in [x, *params]]
+        torch._dynamo.mark_dynamic(mine[0], 0)  # as a graph after MoE's nonzero gets it
+        out = compiled(*mine)
+        out.square().sum().backward()
+        expected = _expert(*ref)
+        expected.square().sum().backward()
+        assert out.shape == expected.shape
+        assert torch.allclose(out, expected, atol=1e-5, rtol=1e-5)
+        for a, b in zip(mine, ref, strict=True):
+            assert torch.allclose(a.grad, b.grad, atol=1e-4, rtol=1e-5)
+    assert [kind for kind, _ in record] == ["compiled", "compiled"]  # forward and backward, once
+    forward, backward = record[0][1], record[1][1]
+    assert forward.graph.sizevars and backward.graph.sizevars  # compiled for any token count
+    externs = [b.extern["target"] for b in forward.graph.buffers if b.kind == "extern"]
+    assert {"aten.addmm.default", "aten.mm.default", "aten.bmm.default"} <= set(externs)
+    assert any(o[0] == "size" for o in forward.graph.outputs)  # s0, saved for the backward graph

@@ -204,7 +204,7 @@ class GraphIR:
 
     buffers: list[Buffer]
     inputs: list[str]
-    outputs: list  # per output: ("buf", name, size, stride, offset) | ("none",) | ("const", value)
+    outputs: list  # per output: ("buf", name, size, stride, offset) | ("none",) | ("size", int or size expression)
     fallback_reason: str | None = None
     sizevars: SizeVars = field(default_factory=SizeVars)  # size symbols of a dynamic-shape graph
     scalar_inputs: dict = field(default_factory=dict)  # SymInt placeholder name -> its size expression

@@ -11,7 +11,7 @@ and never copy. Pointwise ops and reductions are *realized* into a :class:`Buffe
 ``mm``, ``addmm``, ``convolution`` and every op without a lowering become extern calls
 (Inductor's ``ExternKernel`` / ``FallbackKernel``), so a graph always lowers; it is refused
 (:class:`Unsupported`, the backend then runs it in eager) only for non-tensor values, dtypes
-the code generators do not know, or an extern call whose sizes are symbolic.
+the code generators do not know, or an extern call whose result size depends on its data.
 
 Dynamic shapes: a size may be a sympy expression of size symbols ``s0, s1, ...``
 (sizevars.py). They come from the inputs' symbolic sizes (``FakeTensor`` sizes that are
@@ -48,7 +48,7 @@ from course_lib.inductor.ir import (
     subs_index,
     sym,
 )  # fmt: skip
-from course_lib.inductor.sizevars import SizeVars, from_torch, is_static, prod, size_symbol
+from course_lib.inductor.sizevars import SizeVars, free_sizes, from_torch, is_static, prod, size_symbol
 
 
 class Unsupported(Exception):
@@ -246,6 +246,10 @@ class Lowering:
         if v is None:
             return ("none",)
         val = self.env[v]
+        if isinstance(val, int) or isinstance(val, sympy.Expr):
+            # a size returned as a value: with dynamic shapes torch's partitioner saves the forward's
+            # SymInt inputs (s0) for the backward graph, so the forward returns them
+            return ("size", self.runtime_size(val, v))
         if not isinstance(val, TensorValue):
             raise Unsupported(f"output {v} is not a tensor")
         arg = self.realize(val, origin=f"output {v.name}")
@@ -278,8 +282,6 @@ class Lowering:
         rule = LOWERINGS.get(key)
         if rule is not None:
             return rule(self, node, *args, **kwargs)
-        if _symbolic(meta):
-            raise Unsupported(f"extern call {node.target} ({node.name}) with symbolic sizes")
         return self.extern(node, args, kwargs)
 
     # -- externs ---------------------------------------------------------------------------
@@ -300,6 +302,8 @@ class Lowering:
                 return a
             if isinstance(a, (int, float, bool, str)):
                 return a
+            if isinstance(a, sympy.Expr):  # a SymInt argument (new_zeros([s0, 8])): the wrapper computes it
+                return self.runtime_size(a, node)
             raise Unsupported(f"argument {a!r} of {node.target} cannot be passed to an extern call")
 
         to_nhwc = CHANNELS_LAST_ARGS.get(str(node.target), ()) if self.channels_last else ()
@@ -308,14 +312,14 @@ class Lowering:
         meta = node.meta.get("val")
         spec = {"target": str(node.target), "args": cargs, "kwargs": ckw, "inputs": list(dict.fromkeys(inputs))}
         if isinstance(meta, torch.Tensor):
-            stride = tuple(meta.stride())
-            if to_nhwc and _nchw(meta.shape):  # oneDNN answers channels-last inputs in channels-last
-                stride = channels_last_strides(tuple(meta.shape))
+            shape, stride = self.extern_layout(node, meta)
+            if to_nhwc and _nchw(shape):  # oneDNN answers channels-last inputs in channels-last
+                stride = channels_last_strides(shape)
             buf = self.add(
                 Buffer(
                     self.new_name(),
                     "extern",
-                    tuple(meta.shape),
+                    shape,
                     dtype_name(meta.dtype),
                     stride=stride,
                     extern=spec,
@@ -329,6 +333,31 @@ class Lowering:
             )
             return ExternTuple(buf.name)
         raise Unsupported(f"{node.target} returns {type(meta).__name__}, not tensors")
+
+    def runtime_size(self, expr, node):
+        """``expr`` (an int or a size expression in our symbols) when the wrapper can compute it at
+        call time: every symbol in it is read off an input (``s0 = arg0_1.size(0)``). A size that
+        only the op's data decides (``nonzero``'s row count, an unbacked ``u0`` in torch) has no
+        input to read it from, so it is refused."""
+        unbound = sorted(free_sizes(expr) - set(self.sizevars.sources), key=str)
+        if unbound:
+            raise Unsupported(
+                f"{node.target} ({node.name}): size {expr} depends on data ({unbound} is no input's size)"
+            )
+        return expr
+
+    def extern_layout(self, node, meta) -> tuple[tuple, tuple]:
+        """Size and strides of an extern's result, in our size symbols.
+
+        With dynamic shapes ``meta`` is a fake tensor whose sizes are ``SymInt`` (``mm`` of an
+        ``[s0, 8]`` by an ``[8, 16]`` gives ``[s0, 16]``). The ATen call computes its own result at
+        run time; the wrapper then checks the layout with ``restride(buf, (s0, 16), (16, 1))``,
+        whose tuples it evaluates from the size symbols it bound at entry, exactly as it does for
+        an ``empty_strided`` of a generated kernel's output (Inductor's ``FallbackKernel`` takes
+        its ``FixedLayout`` from the fake result the same way)."""
+        shape = tuple(self.runtime_size(self.size(s), node) for s in meta.shape)
+        stride = tuple(self.runtime_size(self.size(s), node) for s in meta.stride())
+        return shape, stride
 
     def buffer_by_name(self, name: str) -> Buffer:
         return next(b for b in reversed(self.buffers) if b.name == name)
@@ -350,15 +379,15 @@ class Lowering:
         if not isinstance(base, ExternTuple):
             raise Unsupported(f"getitem on {type(base).__name__}")
         meta = node.meta["val"]
-        stride = tuple(meta.stride())
+        shape, stride = self.extern_layout(node, meta)
         target = self.buffer_by_name(base.name).extern["target"]
-        if self.channels_last and target in CHANNELS_LAST_ARGS and i in (0, 1) and _nchw(meta.shape):
-            stride = channels_last_strides(tuple(meta.shape))  # grad_input, grad_weight: as their inputs
+        if self.channels_last and target in CHANNELS_LAST_ARGS and i in (0, 1) and _nchw(shape):
+            stride = channels_last_strides(shape)  # grad_input, grad_weight: as their inputs
         buf = self.add(
             Buffer(
                 self.new_name(),
                 "alias",
-                tuple(meta.shape),
+                shape,
                 dtype_name(meta.dtype),
                 stride=stride,
                 extern={"base": base.name, "item": i, "inputs": [base.name]},
@@ -422,12 +451,6 @@ def _check_meta(node, meta):
     for v in vals:
         if isinstance(v, (torch.SymFloat, torch.SymBool)):
             raise Unsupported(f"{node.name} computes a symbolic scalar ({node.target})")
-
-
-def _symbolic(meta) -> bool:
-    """Does an op's result have a symbolic size?"""
-    vals = meta if isinstance(meta, (list, tuple)) else [meta]
-    return any(hasattr(v, "shape") and not all(is_static(s) for s in v.shape) for v in vals)
 
 
 def _is_course_fake(value) -> bool:

@@ -118,6 +118,8 @@ def wrapper_source(sched: Schedule, call_names: dict[str, str], pointer_args: bo
     for o in g.outputs:
         if o[0] == "none":
             outs.append("None")
+        elif o[0] == "size":  # a SymInt output: its expression in the size symbols bound at entry
+            outs.append(str(o[1]))
         else:
             outs.append(_py(TensorArg(o[1], o[2], o[3], o[4]), g, "reinterpret_tensor"))
     lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
