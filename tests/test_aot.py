@@ -322,6 +322,24 @@ def test_aot_function_updates_running_stats_like_eager():
     torch.testing.assert_close((rm, rv), (ref_m, ref_v))
 
 
+def _standardised_conv(x, w):
+    """BiT's weight-standardised convolution: batch norm with no running statistics over the
+    weight, viewed as a batch of one with the output channels as channels."""
+    std_w = F.batch_norm(w.reshape(1, w.shape[0], -1), None, None, training=True, momentum=0.0, eps=1e-6)
+    return F.conv2d(x, std_w.reshape_as(w), padding=1)
+
+
+def test_batch_norm_without_running_stats_writes_nothing_and_trains_like_eager():
+    torch.manual_seed(0)
+    x, w = torch.randn(2, 3, 5, 5), torch.randn(4, 3, 3, 3) * 2 + 0.5
+    func = aot.functionalize(_standardised_conv, x, w)
+    assert func.mutated == [] and any("no_stats" in r for r in func.rewrites), func.rewrites
+    torch.testing.assert_close(func.fn(x, w)[0], _standardised_conv(x, w))
+    _grads_match_autograd(_standardised_conv, x, w)
+    _grads_match_autograd(lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), x, torch.randn(3),
+                          torch.randn(3))  # fmt: skip
+
+
 def test_functionalize_names_an_op_it_cannot_handle():
     def f(x):
         y = x * 1.0

@@ -86,12 +86,15 @@ class Variant:
     """A functional op for an op that writes to some arguments: ``writes[arg index] = output index``.
 
     ``num_outputs``: how many of the original op's outputs the variant's first outputs stand for;
-    ``extra(*args)`` makes the outputs the original op has beyond those (none by default)."""
+    ``extra(*args)`` makes the outputs the original op has beyond those (none by default).
+    ``unwritten``: the op to call instead when every written argument is None (then nothing is
+    written, and the call takes the other arguments in order)."""
 
     op: Any
     writes: dict
     num_outputs: int
     extra: Callable | None = None
+    unwritten: Any = None
 
 
 def _cudnn_reserve(input, *args, **kwargs) -> tuple:
@@ -101,14 +104,23 @@ def _cudnn_reserve(input, *args, **kwargs) -> tuple:
     return (aten.new_empty.default(input, [0], dtype=torch.uint8),)
 
 
+#: batch norm without running statistics (``F.batch_norm(x, None, None, training=True)``: BiT's
+#: weight-standardised convolutions normalise their weights so): nothing to write, the batch's own
+#: statistics only; torch's decomposition of ``native_batch_norm`` picks the same op
+_NO_STATS = aten._native_batch_norm_legit.no_stats
+
 #: ops that mutate an argument they do not return, and their functional replacement
 #: (torch generates these as ``*_functional`` ops; see ``_native_batch_norm_legit_functional``).
 FUNCTIONAL_VARIANT: dict = {
-    aten._native_batch_norm_legit.default: Variant(aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3),
-    aten.native_batch_norm.default: Variant(aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3),
+    aten._native_batch_norm_legit.default: Variant(
+        aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3, unwritten=_NO_STATS
+    ),
+    aten.native_batch_norm.default: Variant(
+        aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3, unwritten=_NO_STATS
+    ),
     # on a GPU, batch norm dispatches to cuDNN: (out, mean, invstd, reserve); the trace reads all four
     aten.cudnn_batch_norm.default: Variant(
-        aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3, _cudnn_reserve
+        aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3, _cudnn_reserve, _NO_STATS
     ),
 }
 
@@ -241,6 +253,12 @@ class _Functionalizer:
         return self.value(node)
 
     def call_variant(self, node: Node, variant: Variant, args, kwargs):
+        if variant.unwritten is not None and all(args[i] is None for i in variant.writes):
+            kept = [a for i, a in enumerate(args) if i not in variant.writes]
+            outs = variant.unwritten(*kept, **kwargs)
+            self.rewrites.append(f"{node.name}: {node.target} -> {variant.unwritten}, nothing to write")
+            extra = variant.extra(*args, **kwargs) if variant.extra else ()
+            return (*outs[: variant.num_outputs], *extra)
         outs = variant.op(*args, **kwargs)
         for arg_index, out_index in variant.writes.items():
             target = node.args[arg_index]

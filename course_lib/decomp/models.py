@@ -7,6 +7,7 @@ after :mod:`course_lib.aot.functionalize` has removed in-place updates:
 
 * ``_native_batch_norm_legit_functional``: batch norm in training, returning the new running
   statistics instead of writing them (functionalization's replacement for ``native_batch_norm``);
+  ``_native_batch_norm_legit.no_stats`` when there are no running statistics to write;
 * ``copy``: the functional form of ``dst.copy_(src)``;
 * ``select_scatter`` / ``slice_scatter``: writing a view's new value back into its base;
 * ``_adaptive_avg_pool2d`` to a 1x1 output: a mean (the pooler of every torchvision-style CNN).
@@ -27,6 +28,26 @@ from course_lib.decomp.table import _scalar, register
 aten = torch.ops.aten
 
 
+def _batch_statistics(x: Tensor) -> tuple[Tensor, Tensor, Tensor, int]:
+    """(mean, x - mean, biased variance, n) over every axis but channels (dim 1), kept as size 1."""
+    dims = [0] + list(range(2, x.dim()))
+    n = x.numel() // x.shape[1]
+    mean = aten.mean.dim(x, dims, True)
+    centred = aten.sub.Tensor(x, mean)
+    var = aten.div.Tensor(aten.sum.dim_IntList(aten.mul.Tensor(centred, centred), dims, True), n)
+    return mean, centred, var, n
+
+
+def _scale_shift(out: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+    """The per-channel affine step of a batch norm (channels on dim 1)."""
+    bshape = [1, out.shape[1]] + [1] * (out.dim() - 2)
+    if weight is not None:
+        out = aten.mul.Tensor(out, aten.view.default(weight, bshape))
+    if bias is not None:
+        out = aten.add.Tensor(out, aten.view.default(bias, bshape))
+    return out
+
+
 @register(aten._native_batch_norm_legit_functional.default)
 def batch_norm_functional(x: Tensor, weight: Tensor | None, bias: Tensor | None, running_mean: Tensor,
                           running_var: Tensor, training: bool, momentum: float,
@@ -36,13 +57,9 @@ def batch_norm_functional(x: Tensor, weight: Tensor | None, bias: Tensor | None,
     The running variance uses the unbiased variance (n - 1), the normalisation the biased one,
     as torch does. In eval mode the running statistics normalise and come back unchanged.
     """
-    dims = [0] + list(range(2, x.dim()))
     bshape = [1, x.shape[1]] + [1] * (x.dim() - 2)
-    n = x.numel() // x.shape[1]
     if training:
-        mean = aten.mean.dim(x, dims, True)
-        centred = aten.sub.Tensor(x, mean)
-        var = aten.div.Tensor(aten.sum.dim_IntList(aten.mul.Tensor(centred, centred), dims, True), n)
+        mean, centred, var, n = _batch_statistics(x)
         rstd = aten.rsqrt.default(aten.add.Tensor(var, eps))
         flat_mean, flat_var = aten.view.default(mean, [x.shape[1]]), aten.view.default(var, [x.shape[1]])
         new_mean = aten.add.Tensor(aten.mul.Tensor(running_mean, 1 - momentum), aten.mul.Tensor(flat_mean, momentum))
@@ -53,12 +70,23 @@ def batch_norm_functional(x: Tensor, weight: Tensor | None, bias: Tensor | None,
         rstd = aten.rsqrt.default(aten.add.Tensor(aten.view.default(running_var, bshape), eps))
         centred = aten.sub.Tensor(x, mean)
         new_mean, new_var = running_mean, running_var
-    out = aten.mul.Tensor(centred, rstd)
-    if weight is not None:
-        out = aten.mul.Tensor(out, aten.view.default(weight, bshape))
-    if bias is not None:
-        out = aten.add.Tensor(out, aten.view.default(bias, bshape))
+    out = _scale_shift(aten.mul.Tensor(centred, rstd), weight, bias)
     return out, aten.view.default(mean, [x.shape[1]]), aten.view.default(rstd, [x.shape[1]]), new_mean, new_var
+
+
+@register(aten._native_batch_norm_legit.no_stats)
+def batch_norm_no_stats(x: Tensor, weight: Tensor | None, bias: Tensor | None, training: bool, momentum: float,
+                        eps: float) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    """Batch norm with no running statistics (``F.batch_norm(x, None, None, training=True)``):
+    (out, mean, rstd), normalised by the batch's own statistics, nothing to update (``momentum``
+    has nothing to act on). BiT standardises each convolution's weight this way, a batch of one
+    with the output channels as channels. Functionalization calls it for a batch norm whose
+    running statistics are None. Without statistics only training mode makes sense (eager refuses
+    eval mode), so ``training`` is not read."""
+    mean, centred, var, _ = _batch_statistics(x)
+    rstd = aten.rsqrt.default(aten.add.Tensor(var, eps))
+    out = _scale_shift(aten.mul.Tensor(centred, rstd), weight, bias)
+    return out, aten.view.default(mean, [x.shape[1]]), aten.view.default(rstd, [x.shape[1]])
 
 
 @register(aten.copy.default)
