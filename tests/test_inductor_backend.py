@@ -185,6 +185,16 @@ def test_unsupported_graph_falls_back_with_reason(caplog):
     assert "runs in eager" in caplog.text
 
 
+def test_strict_mode_raises_on_torch_aot_path(monkeypatch):
+    """COURSE_INDUCTOR_STRICT=1 raises where a graph would run in eager, also on torch's AOT path
+    (the graph's refusal reached compile_fx's catch-all around AOT tracing and ran in eager)."""
+    monkeypatch.setenv("COURSE_INDUCTOR_STRICT", "1")
+    compat.dynamo_reset()
+    f = torch.compile(lambda x: (x * 2).sin(), backend=lambda gm, ex: ind.compile_fx(gm, ex, aot="torch"))
+    with pytest.raises(Exception, match="float16"):
+        f(_r(4, 4).half())
+
+
 @pytest.mark.parametrize(
     "fn",
     [
