@@ -340,6 +340,25 @@ def test_batch_norm_without_running_stats_writes_nothing_and_trains_like_eager()
                           torch.randn(3))  # fmt: skip
 
 
+@pytest.mark.parametrize("method", ["default", "min_cut"])
+def test_dropout_backward_uses_the_forward_mask(method):
+    """Dropout on a CPU draws ``empty_like(x).bernoulli_(1 - p)`` (functionalized to ``bernoulli.p``).
+    The backward must see the mask the forward drew: a partition that recomputed the draw would
+    differentiate another mask. The gradient of ``sum(dropout(x) * w)`` is ``w / (1 - p)`` where
+    the output kept x, 0 where it dropped it."""
+    torch.manual_seed(0)
+    x, w = torch.randn(8, 16, requires_grad=True), torch.randn(16)
+
+    def f(x, w):
+        return F.dropout(x.tanh() * 2.0, 0.5, training=True) * w
+
+    out = aot.aot_function(f, partition_method=method)(x, w)
+    (gx,) = torch.autograd.grad(out.sum(), x)
+    kept = (out != 0).float()
+    torch.testing.assert_close(gx, kept * w / 0.5 * 2.0 * (1 - x.detach().tanh() ** 2))
+    assert 0.2 < kept.mean() < 0.8
+
+
 def test_functionalize_names_an_op_it_cannot_handle():
     def f(x):
         y = x * 1.0

@@ -147,8 +147,22 @@ def _view_source(op) -> int | None:
     return None
 
 
+def _bernoulli_p(self, p: float = 0.5, *, generator=None):
+    """``bernoulli.p`` with ``bernoulli_.float``'s default p (a trace leaves out an argument
+    equal to its default: dropout at 0.5 draws ``bernoulli_(x)``)."""
+    return aten.bernoulli.p(self, p, generator=generator)
+
+
+#: in-place ops whose out-of-place twin has another overload name. Dropout on a CPU is
+#: ``empty_like(x).bernoulli_(1 - p)``: the in-place draw is ``bernoulli_.float``, the functional
+#: one ``bernoulli.p`` (a fresh tensor of draws shaped like ``self``, whose values it ignores).
+RENAMED_OUT_OF_PLACE: dict = {aten.bernoulli_.float: _bernoulli_p}
+
+
 def out_of_place(op):
     """``aten.add_.Tensor`` -> ``aten.add.Tensor``; ``copy_`` -> ``copy``; None when there is none."""
+    if op in RENAMED_OUT_OF_PLACE:
+        return RENAMED_OUT_OF_PLACE[op]
     packet, overload = op.name().split("::")[1].split(".")[0], op._overloadname
     if not packet.endswith("_"):
         return None

@@ -18,7 +18,8 @@ The question a partitioner answers: which forward values does the backward read,
   4x, as torch's ``should_ban_recomputation``) are tied to the source.
 
 Simplifications: torch also weighs recompute cost by distance to the backward, handles
-symbolic sizes, random ops and mutation, and may prefer to save inputs with a static lifetime.
+symbolic sizes and mutation, may prefer to save inputs with a static lifetime, and can replay a
+random op in the backward from a saved RNG state (we only refuse to recompute random ops).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
+
+import torch
 
 from course_lib.decomp import kind
 from course_lib.fx import Graph, Node
@@ -120,7 +123,12 @@ def saved_for_default(joint) -> list[Node]:
 
 
 def banned(node: Node) -> bool:
-    """Values min-cut must not recompute: extern calls and reductions that shrink >4x."""
+    """Values min-cut must not recompute: extern calls, reductions that shrink >4x, and random
+    draws (dropout's mask): a second draw in the backward would be another mask, so the gradient
+    would belong to a different forward (torch's partitioner bans ops tagged
+    ``nondeterministic_seeded`` the same way, unless it functionalizes the RNG state)."""
+    if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+        return True
     k = kind(node.target)
     if k == "extern":
         return True

@@ -519,7 +519,9 @@ NOT_DIFFERENTIABLE = frozenset(
      # factories: a tensor argument only lends its dtype/device/shape, no value flows to the output
      aten.new_ones.default, aten.new_zeros.default, aten.new_full.default, aten.new_empty.default,
      aten.new_empty_strided.default, aten.ones_like.default, aten.zeros_like.default, aten.full_like.default,
-     aten.empty_like.default, aten.full.default, aten.zeros.default, aten.ones.default, aten.empty.memory_format}
+     aten.empty_like.default, aten.full.default, aten.zeros.default, aten.ones.default, aten.empty.memory_format,
+     # random draws (dropout's mask): torch's formula gives the input zeros (derivatives.yaml, bernoulli)
+     aten.bernoulli.p, aten.bernoulli.default}
 )  # fmt: skip
 
 

@@ -89,6 +89,13 @@ def batch_norm_no_stats(x: Tensor, weight: Tensor | None, bias: Tensor | None, t
     return out, aten.view.default(mean, [x.shape[1]]), aten.view.default(rstd, [x.shape[1]])
 
 
+@register(aten.div.Scalar)
+def div_scalar(x: Tensor, other: float) -> Tensor:
+    """``x / c`` with a Python number (dropout's ``mask.div_(1 - p)``, functionalized): div.Tensor,
+    which takes a number as a 0-d operand."""
+    return aten.div.Tensor(x, other)
+
+
 @register(aten.copy.default)
 def copy(dst: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     """``dst.copy_(src)`` without the write: src, in dst's dtype, broadcast to dst's shape."""

@@ -87,6 +87,7 @@ SAMPLES.update({  # the entries of course_lib.decomp.models (ops real models rea
     aten._native_batch_norm_legit_functional.default: lambda g: (
         (_r(g, 4, 3, 5, 5), _r(g, 3), _r(g, 3), _r(g, 3), _pos(g, 3), True, 0.1, 1e-5), {}),
     aten._native_batch_norm_legit.no_stats: lambda g: ((_r(g, 1, 4, 27) * 3 + 1, _r(g, 4), None, True, 0.0, 1e-6), {}),
+    aten.div.Scalar: lambda g: ((_r(g, 4, 6), 0.9), {}),
     aten.copy.default: lambda g: ((_r(g, 4, 6), _r(g, 6, dtype=torch.float64)), {}),
     aten.slice_scatter.default: lambda g: ((_r(g, 4, 6), _r(g, 4, 3), 1, 2, 5), {}),
     aten.select_scatter.default: lambda g: ((_r(g, 4, 6), _r(g, 4), 1, -2), {}),
