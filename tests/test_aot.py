@@ -615,6 +615,8 @@ MORE_OPS = {
     ),  # fmt: skip
     "unfold": (lambda x: F.unfold(x, (3, 1), padding=(1, 0)) * 2.0, (2, 3, 5, 1)),
     "time_shift": (lambda x: torch.nn.ZeroPad2d((0, 0, 1, -1))(x) * x, (2, 5, 3)),
+    # a value used through .detach() (a straight-through estimator, a stop-gradient target) gets no gradient there
+    "detach": (lambda x: x * x.detach() + (x.tanh() - x.detach()), (3, 4)),
     # Switch Transformers routes each token to its top expert as a one-hot mask
     "one_hot_router": (lambda x: (F.one_hot(x.argmax(-1), 4) * x.softmax(-1)).sum(-1), (2, 5, 4)),
 }

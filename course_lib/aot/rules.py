@@ -521,7 +521,9 @@ NOT_DIFFERENTIABLE = frozenset(
      aten.new_empty_strided.default, aten.ones_like.default, aten.zeros_like.default, aten.full_like.default,
      aten.empty_like.default, aten.full.default, aten.zeros.default, aten.ones.default, aten.empty.memory_format,
      # random draws (dropout's mask): torch's formula gives the input zeros (derivatives.yaml, bernoulli)
-     aten.bernoulli.p, aten.bernoulli.default}
+     aten.bernoulli.p, aten.bernoulli.default,
+     # x.detach(): the same values, cut off from the gradient on purpose
+     aten.detach.default}
 )  # fmt: skip
 
 
