@@ -12,6 +12,10 @@
   ("extern call aten.mm.default (mm) with symbolic sizes") and, once that was fixed, the forward
   graph's outputs: torch's partitioner saves the ``SymInt`` inputs for the backward graph ("output
   primals_1 is not a tensor"). Both graphs ran in eager.
+* RecurrentGemma keeps its embedding scale in a ``bfloat16`` buffer and converts it to float32
+  (``_to_copy``). The conversion was fused into a kernel that loads bf16, and the C++ generator
+  has no C type for it (``KeyError: 'bfloat16'``), so the graph ran in eager. A conversion from
+  or to a dtype the code generators lack is now an ATen extern call.
 """
 
 import functools
@@ -77,3 +81,38 @@ def test_extern_calls_with_symbolic_sizes(monkeypatch):
     externs = [b.extern["target"] for b in forward.graph.buffers if b.kind == "extern"]
     assert {"aten.addmm.default", "aten.mm.default", "aten.bmm.default"} <= set(externs)
     assert any(o[0] == "size" for o in forward.graph.outputs)  # s0, saved for the backward graph
+
+
+class _Scaled(torch.nn.Module):
+    """RecurrentGemma's embedding scale: a bf16 buffer converted to the activations' dtype."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("normalizer", torch.tensor(8**0.5, dtype=torch.bfloat16), persistent=False)
+
+    def forward(self, x):
+        return (x * self.normalizer.type(x.dtype)).tanh()
+
+
+def test_bfloat16_buffer_converted_by_aten(monkeypatch):
+    monkeypatch.setenv("COURSE_INDUCTOR_STRICT", "1")
+    record: list = []
+    compat.dynamo_reset()
+    model = _Scaled()
+    compiled = torch.compile(model, backend=functools.partial(ind.compile_fx, record=record))
+    x = torch.randn(4, 8, requires_grad=True)
+    x_eager = x.detach().clone().requires_grad_(True)
+    out = compiled(x)
+    out.sum().backward()
+    ref = model(x_eager)
+    ref.sum().backward()
+    assert all(kind == "compiled" for kind, _ in record) and record
+    assert torch.allclose(out, ref, atol=1e-6)
+    assert torch.allclose(x.grad, x_eager.grad, atol=1e-6)
+    with torch.no_grad():  # inference: one forward graph (course_lib.aot's inference path)
+        compat.dynamo_reset()
+        record.clear()
+        assert torch.allclose(compiled(x), ref, atol=1e-6)
+        assert [kind for kind, _ in record] == ["compiled"]
+    externs = [b.extern["target"] for b in record[0][1].graph.buffers if b.kind == "extern"]
+    assert any("_to_copy" in t or "convert_element_type" in t for t in externs)

@@ -160,7 +160,7 @@ class Lowering:
             raise Unsupported(f"dtype {dtype} has no code generator rule (op {origin})")
         shape = tuple(shape)
         buf = Buffer(self.new_name(), "pointwise", shape, dtype, origin=origin)
-        buf.body = cast(fn(buf.index_vars()), dtype)
+        buf.body = _known_dtypes(cast(fn(buf.index_vars()), dtype), origin)
         return self.buffer_value(self.add(buf))
 
     def reduction(self, x: TensorValue, dims, keepdim, rtype, dtype, origin="") -> TensorValue:
@@ -191,7 +191,7 @@ class Lowering:
                 idx.append(next(rvars))
             else:
                 idx.append(next(ivars))
-        buf.body = cast(x.fn(idx), dtype)
+        buf.body = _known_dtypes(cast(x.fn(idx), dtype), origin)
         return self.buffer_value(self.add(buf))
 
     def realize(self, v: TensorValue, origin="") -> TensorArg:
@@ -442,6 +442,19 @@ def decide_layout_opt(gm, example_inputs) -> bool:
             if val is not None and _nchw(val.shape) and all(isinstance(s, int) for s in val.shape):
                 return True
     return False
+
+
+def _known_dtypes(expr, origin: str):
+    """``expr`` when every value in it (loads, constants, intermediates) has a dtype the code
+    generators know (:data:`DTYPES`); else :class:`Unsupported`, before a code generator meets
+    a dtype it has no C type for (a bf16 input read by a fused kernel)."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if getattr(e, "dtype", "float32") not in DTYPES:
+            raise Unsupported(f"dtype {e.dtype} has no code generator rule ({e} in op {origin})")
+        stack += list(getattr(e, "args", ())) + [v for _, v in getattr(e, "indirect", ())]
+    return expr
 
 
 def _check_meta(node, meta):
@@ -701,7 +714,15 @@ def lower_pow(ctx, node, x, exponent):
 
 
 def lower_convert(ctx, node, x, dtype, *rest):
+    """A dtype conversion, fused as ``to_dtype`` into the kernels around it.
+
+    From or to a dtype the code generators have no rule for (``bfloat16``: RecurrentGemma keeps
+    its embedding scale in a bf16 buffer and converts it to float32), ATen converts instead, as
+    an extern call: the rest of the graph still compiles, only the conversion leaves the kernels.
+    (Inductor itself loads and stores bf16 in its kernels, computing in float32.)"""
     out = dtype_name(dtype)
+    if out not in DTYPES or x.dtype not in DTYPES:
+        return ctx.extern(node, ctx.arg(node.args), {k: ctx.arg(v) for k, v in node.kwargs.items()})
     return ctx.pointwise(x.shape, out, lambda idx: cast(x.fn(idx), out), origin=node.name)
 
 
