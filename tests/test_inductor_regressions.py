@@ -16,10 +16,14 @@
   (``_to_copy``). The conversion was fused into a kernel that loads bf16, and the C++ generator
   has no C type for it (``KeyError: 'bfloat16'``), so the graph ran in eager. A conversion from
   or to a dtype the code generators lack is now an ATen extern call.
+* Switch Transformers checks its router's output on data (``_assert_async``), an op that returns
+  nothing: lowering refused it ("aten._assert_async.msg returns NoneType, not tensors"). It is now
+  an extern called for its effect, so the check still raises at run time.
 """
 
 import functools
 
+import pytest
 import torch
 
 import course_lib.inductor as ind
@@ -116,3 +120,20 @@ def test_bfloat16_buffer_converted_by_aten(monkeypatch):
         assert [kind for kind, _ in record] == ["compiled"]
     externs = [b.extern["target"] for b in record[0][1].graph.buffers if b.kind == "extern"]
     assert any("_to_copy" in t or "convert_element_type" in t for t in externs)
+
+
+def _checked(x):
+    torch._assert_async((x > -100).all(), "x is below -100")
+    return x.sin()
+
+
+def test_assert_async_called_for_its_effect(monkeypatch):
+    monkeypatch.setenv("COURSE_INDUCTOR_STRICT", "1")
+    record: list = []
+    compat.dynamo_reset()
+    compiled = torch.compile(_checked, backend=functools.partial(ind.compile_fx, aot="torch", record=record))
+    x = torch.randn(4, 4)
+    assert torch.allclose(compiled(x), x.sin(), atol=1e-6)
+    assert [kind for kind, _ in record] == ["compiled"]
+    with pytest.raises(RuntimeError, match="below -100"):  # the compiled graph still checks
+        compiled(x - 1000)

@@ -332,6 +332,13 @@ class Lowering:
                 Buffer(self.new_name(), "extern", (), "float32", extern={**spec, "multi": True}, origin=node.name)
             )
             return ExternTuple(buf.name)
+        if meta is None and node.target._schema.returns == []:
+            # an op called for its effect (``_assert_async``: a ``torch._check`` on data, raised at run
+            # time): the wrapper calls it in order and binds nothing (externs are never eliminated)
+            self.add(
+                Buffer(self.new_name(), "extern", (), "float32", extern={**spec, "effect": True}, origin=node.name)
+            )
+            return None
         raise Unsupported(f"{node.target} returns {type(meta).__name__}, not tensors")
 
     def runtime_size(self, expr, node):

@@ -91,7 +91,7 @@ def wrapper_source(sched: Schedule, call_names: dict[str, str], pointer_args: bo
                 + [f"{kk}={_py(v, g, 'reinterpret_tensor')}" for kk, v in spec["kwargs"].items()]
             )
             lines.append(f"    {b.name} = {_target(spec['target'])}({args})")
-            if not spec.get("multi"):
+            if not spec.get("multi") and not spec.get("effect"):  # effect: returns None (an assertion)
                 lines.append(f"    {b.name} = restride({b.name}, {tuple(b.shape)}, {tuple(b.stride)})")
         elif k.kind == "alias":
             b = g.buffer(k.nodes[0])
