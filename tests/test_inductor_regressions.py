@@ -19,6 +19,9 @@
 * Switch Transformers checks its router's output on data (``_assert_async``), an op that returns
   nothing: lowering refused it ("aten._assert_async.msg returns NoneType, not tensors"). It is now
   an extern called for its effect, so the check still raises at run time.
+* With dynamic shapes two dims may share a size symbol (an ``[s0, s0]`` tensor), so a loop bound
+  is ``s0**2``, a sympy ``Pow``; the index printers knew sums, products and ``//`` / ``%`` only
+  ("cannot print index s0**2").
 """
 
 import functools
@@ -137,3 +140,14 @@ def test_assert_async_called_for_its_effect(monkeypatch):
     assert [kind for kind, _ in record] == ["compiled"]
     with pytest.raises(RuntimeError, match="below -100"):  # the compiled graph still checks
         compiled(x - 1000)
+
+
+def test_index_printers_print_powers():
+    from course_lib.inductor import sizevars
+    from course_lib.inductor.codegen.triton import py_index
+
+    s0, s1, x0 = sizevars.size_symbol("s0"), sizevars.size_symbol("s1"), sizevars.sym("x0")
+    for expr in (s0**2, 3 * s0**2 * s1 + x0, s1 * (s0 + 1) ** 3, sizevars.FloorDiv(x0, s0**2)):
+        env = {"s0": 5, "s1": 7, "x0": 123}
+        want = int(expr.subs({s0: 5, s1: 7, x0: 123}).replace(sizevars.FloorDiv, lambda a, b: a // b))
+        assert eval(py_index(expr), env) == want, (expr, py_index(expr))

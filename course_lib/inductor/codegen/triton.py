@@ -168,6 +168,8 @@ def py_index(expr) -> str:
         return "(" + " + ".join(py_index(a) for a in sorted(expr.args, key=sympy.default_sort_key)) + ")"
     if expr.is_Mul:
         return "*".join(py_index(a) for a in sorted(expr.args, key=sympy.default_sort_key))
+    if expr.is_Pow and expr.exp.is_Integer and expr.exp > 0:  # s0**2: the numel of an [s0, s0] tensor
+        return "(" + "*".join([py_index(expr.base)] * int(expr.exp)) + ")"
     raise Unsupported(f"cannot print index {expr} for Triton")
 
 
