@@ -319,12 +319,17 @@ def test_cpp_one_loop_both_parallel_and_simd():
     """A full reduction over enough elements is one loop under ``parallel for simd`` (two
     separate pragmas on one loop do not compile; the graph fell back to eager)."""
     x = torch.randn(65536)
-    c = ind.compile_graph(_trace(lambda t: (t * 2.0 + 1.0, t.sum(), t.amax()), x), [x])
-    assert "#pragma omp parallel for simd reduction(+:" in c.kernel_code
+    c = ind.compile_graph(_trace(lambda t: (t * 2.0 + 1.0, t.amax()), x), [x])
+    assert "#pragma omp parallel for simd reduction(max:" in c.kernel_code
     out = c(x)
     torch.testing.assert_close(out[0], x * 2.0 + 1.0)
-    torch.testing.assert_close(out[1], x.sum(), rtol=1e-4, atol=1e-3)
-    torch.testing.assert_close(out[2], x.amax())
+    torch.testing.assert_close(out[1], x.amax())
+    # a long float sum is blocked (tests/test_inductor_cpp_accuracy.py): threads share the blocks,
+    # each block's partial sum is vectorised, and a max in the same loop keeps its own clause
+    c = ind.compile_graph(_trace(lambda t: (t.sum(), t.amax()), x), [x])
+    assert "#pragma omp parallel for reduction(+:" in c.kernel_code and "part_buf" in c.kernel_code
+    torch.testing.assert_close(c(x)[0], x.sum(), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(c(x)[1], x.amax())
 
 
 def test_convolutions_run_channels_last_on_cpu():
