@@ -21,7 +21,8 @@
   an extern called for its effect, so the check still raises at run time.
 * With dynamic shapes two dims may share a size symbol (an ``[s0, s0]`` tensor), so a loop bound
   is ``s0**2``, a sympy ``Pow``; the index printers knew sums, products and ``//`` / ``%`` only
-  ("cannot print index s0**2").
+  ("cannot print index s0**2"). And a symbolic divisor lost its parentheses: ``x % 4*ks0`` is
+  ``(x % 4)*ks0``, so Switch Transformers' attention read the wrong rows (output error 1.1).
 """
 
 import functools
@@ -147,7 +148,10 @@ def test_index_printers_print_powers():
     from course_lib.inductor.codegen.triton import py_index
 
     s0, s1, x0 = sizevars.size_symbol("s0"), sizevars.size_symbol("s1"), sizevars.sym("x0")
-    for expr in (s0**2, 3 * s0**2 * s1 + x0, s1 * (s0 + 1) ** 3, sizevars.FloorDiv(x0, s0**2)):
+    exprs = [s0**2, 3 * s0**2 * s1 + x0, s1 * (s0 + 1) ** 3, sizevars.FloorDiv(x0, s0**2)]
+    exprs += [sizevars.FloorDiv(x0, 4 * s0), sizevars.ModIdx(x0, 4 * s0), sizevars.ModIdx(x0 + s1, s0 + 2)]
+    for expr in exprs:
         env = {"s0": 5, "s1": 7, "x0": 123}
-        want = int(expr.subs({s0: 5, s1: 7, x0: 123}).replace(sizevars.FloorDiv, lambda a, b: a // b))
+        value = expr.subs({s0: 5, s1: 7, x0: 123})
+        want = int(value.replace(sizevars.FloorDiv, lambda a, b: a // b).replace(sizevars.ModIdx, lambda a, b: a % b))
         assert eval(py_index(expr), env) == want, (expr, py_index(expr))

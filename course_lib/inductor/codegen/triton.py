@@ -160,10 +160,10 @@ def py_index(expr) -> str:
         return str(int(expr))
     if expr.is_Symbol:
         return expr.name
-    if isinstance(expr, FloorDiv):
-        return f"(({py_index(expr.args[0])}) // {py_index(expr.args[1])})"
+    if isinstance(expr, FloorDiv):  # a divisor such as 4*ks0 in parentheses: x // 4*ks0 is (x // 4)*ks0
+        return f"(({py_index(expr.args[0])}) // ({py_index(expr.args[1])}))"
     if isinstance(expr, ModIdx):
-        return f"(({py_index(expr.args[0])}) % {py_index(expr.args[1])})"
+        return f"(({py_index(expr.args[0])}) % ({py_index(expr.args[1])}))"
     if expr.is_Add:
         return "(" + " + ".join(py_index(a) for a in sorted(expr.args, key=sympy.default_sort_key)) + ")"
     if expr.is_Mul:
