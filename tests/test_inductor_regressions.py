@@ -155,3 +155,42 @@ def test_index_printers_print_powers():
         value = expr.subs({s0: 5, s1: 7, x0: 123})
         want = int(value.replace(sizevars.FloorDiv, lambda a, b: a // b).replace(sizevars.ModIdx, lambda a, b: a % b))
         assert eval(py_index(expr), env) == want, (expr, py_index(expr))
+
+
+def _biased_softmax(x, b):
+    return (x + b).softmax(-1)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="codegen/cpp.py prints x % 4*ks0 for x % (4*ks0) (CppKernel._unflatten, cpp_index): fix proposed, "
+    "remove this marker when it is applied",
+)
+def test_cpp_symbolic_divisor_in_parentheses(monkeypatch):
+    """A softmax over ``[2, 4, s0, 8]``: the C++ kernel flattens the outer loops (2 x 4*s0) and
+    unflattens ``x1 = x % (4*s0)``; without the parentheses it read the wrong rows (out of bounds)."""
+    monkeypatch.setenv("COURSE_INDUCTOR_STRICT", "1")
+    compat.dynamo_reset()
+    compiled = torch.compile(_biased_softmax, backend=functools.partial(ind.compile_fx, aot="torch"))
+    for n in (4, 6):
+        x, b = torch.randn(2, 4, n, 8), torch.randn(1, 4, n, 8)
+        torch._dynamo.mark_dynamic(x, 2)
+        torch._dynamo.mark_dynamic(b, 2)
+        assert torch.allclose(compiled(x, b), _biased_softmax(x, b), atol=1e-6)
+
+
+def test_triton_index_value_that_is_a_number():
+    """A cumulative sum along a dim of size 1 is an index expression that simplifies to 0 (and 1):
+    the Triton kernel printed ``(0).to(tl.int64)``, which no Triton accepts (MambaForCausalLM and
+    FunnelModel on the H200). It runs in Triton's interpreter here, against eager."""
+    import course_lib.triton  # noqa: F401  (the interpreter, before any kernel runs)
+    import course_lib.inductor as ind
+    from course_lib import compat, decomp
+
+    def fn(x):
+        return (torch.ones(x.shape[0], 1, dtype=torch.long).cumsum(1) + x.long(),)
+
+    x = torch.randint(0, 5, (6, 1)).float()
+    c = ind.compile_graph(compat.make_fx(fn, x, decompositions=decomp.DECOMPOSITIONS), [x], codegen="triton")
+    assert "(0).to(" not in c.kernel_code
+    torch.testing.assert_close(c(x)[0], fn(x)[0])
