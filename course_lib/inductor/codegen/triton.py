@@ -367,7 +367,10 @@ class TritonKernel(Kernel):
         known = self.reuse(expr, scope, py_const)
         if known:
             return known
-        if isinstance(expr, IndexValue):
+        if isinstance(expr, IndexValue) and sympy.sympify(expr.index).is_Number:
+            # an index that simplified to a number (a size-1 dim's 0): a Python int has no .to()
+            code = f"tl.full([1], {py_const(expr.index, expr.dtype)}, {TL_DTYPE[expr.dtype]})"
+        elif isinstance(expr, IndexValue):
             code = f"({py_index(expr.index)}).to({TL_DTYPE[expr.dtype]})"
         elif isinstance(expr, Load):
             index = expr.index
