@@ -161,11 +161,6 @@ def _biased_softmax(x, b):
     return (x + b).softmax(-1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="codegen/cpp.py prints x % 4*ks0 for x % (4*ks0) (CppKernel._unflatten, cpp_index): fix proposed, "
-    "remove this marker when it is applied",
-)
 def test_cpp_symbolic_divisor_in_parentheses(monkeypatch):
     """A softmax over ``[2, 4, s0, 8]``: the C++ kernel flattens the outer loops (2 x 4*s0) and
     unflattens ``x1 = x % (4*s0)``; without the parentheses it read the wrong rows (out of bounds)."""
@@ -183,8 +178,8 @@ def test_triton_index_value_that_is_a_number():
     """A cumulative sum along a dim of size 1 is an index expression that simplifies to 0 (and 1):
     the Triton kernel printed ``(0).to(tl.int64)``, which no Triton accepts (MambaForCausalLM and
     FunnelModel on the H200). It runs in Triton's interpreter here, against eager."""
-    import course_lib.triton  # noqa: F401  (the interpreter, before any kernel runs)
     import course_lib.inductor as ind
+    import course_lib.triton  # noqa: F401  (the interpreter, before any kernel runs)
     from course_lib import compat, decomp
 
     def fn(x):
@@ -193,4 +188,20 @@ def test_triton_index_value_that_is_a_number():
     x = torch.randint(0, 5, (6, 1)).float()
     c = ind.compile_graph(compat.make_fx(fn, x, decompositions=decomp.DECOMPOSITIONS), [x], codegen="triton")
     assert "(0).to(" not in c.kernel_code
+    torch.testing.assert_close(c(x)[0], fn(x)[0])
+
+
+def test_triton_cast_of_a_constant():
+    """``ones_like(x, long).float() / 4``, masked: the integer constant 1 cast to float printed as
+    ``1.to(tl.float32)`` (LongT5's graphs on the H200 fell back to eager with a SyntaxError)."""
+    import course_lib.inductor as ind
+    import course_lib.triton  # noqa: F401  (the interpreter, before any kernel runs)
+    from course_lib import compat, decomp
+
+    def fn(x):
+        return ((torch.ones_like(x, dtype=torch.long).to(torch.float32) / 4.0 * (x > 0)).sum(1),)
+
+    x = torch.randn(6, 8)
+    c = ind.compile_graph(compat.make_fx(fn, x, decompositions=decomp.DECOMPOSITIONS), [x], codegen="triton")
+    assert "1.to(" not in c.kernel_code
     torch.testing.assert_close(c(x)[0], fn(x)[0])

@@ -112,16 +112,25 @@ def cpp_index(expr, names: dict | None = None) -> str:
         return str(int(expr))
     if expr.is_Symbol:
         return names.get(expr.name, expr.name)
-    if isinstance(expr, FloorDiv):
-        return f"(({cpp_index(expr.args[0], names)}) / {cpp_index(expr.args[1], names)})"
+    if isinstance(expr, FloorDiv):  # a divisor such as 4*ks0 in parentheses: x / 4*ks0 is (x / 4)*ks0
+        return f"(({cpp_index(expr.args[0], names)}) / {_cpp_operand(expr.args[1], names)})"
     if isinstance(expr, ModIdx):
-        return f"(({cpp_index(expr.args[0], names)}) % {cpp_index(expr.args[1], names)})"
+        return f"(({cpp_index(expr.args[0], names)}) % {_cpp_operand(expr.args[1], names)})"
     if expr.is_Add:
         terms = sorted(expr.args, key=lambda a: (a.is_Integer, sympy.default_sort_key(a)))
         return " + ".join(cpp_index(a, names) for a in terms)
-    if expr.is_Mul:
-        return "*".join(cpp_index(a, names) for a in sorted(expr.args, key=sympy.default_sort_key))
+    if expr.is_Mul:  # a sum as a factor (s1*(s0 + 1)) keeps its parentheses
+        factors = sorted(expr.args, key=sympy.default_sort_key)
+        return "*".join(f"({cpp_index(a, names)})" if a.is_Add else cpp_index(a, names) for a in factors)
+    if expr.is_Pow and expr.exp.is_Integer and expr.exp > 0:  # s0**2: numel of an [s0, s0] tensor
+        return "(" + "*".join([_cpp_operand(expr.base, names)] * int(expr.exp)) + ")"
     raise ValueError(f"cannot print index {expr}")
+
+
+def _cpp_operand(expr, names: dict) -> str:
+    """``cpp_index`` of a right operand of ``/``, ``%`` or ``*``: in parentheses unless a number or a name."""
+    text = cpp_index(expr, names)
+    return text if expr.is_Integer or expr.is_Symbol else f"({text})"
 
 
 def cpp_const(value, dtype) -> str:
@@ -382,7 +391,8 @@ class CppKernel(Kernel):
         inner = prod(sizes[d + 1 :])
         divisor = self.index(inner) if is_static(inner) else f"({self.index(inner)})"
         q = f"{flat} / {divisor}" if inner != 1 else flat
-        return q if d == 0 else f"({q}) % {self.index(sizes[d])}"
+        size = self.index(sizes[d]) if is_static(sizes[d]) else f"({self.index(sizes[d])})"  # % (4*ks0)
+        return q if d == 0 else f"({q}) % {size}"
 
 
 def kernel_source(name: str, plan: KernelPlan, dtypes: dict[str, str]) -> str:

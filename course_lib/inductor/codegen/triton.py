@@ -391,6 +391,8 @@ class TritonKernel(Kernel):
                 raise Unsupported(f"no Triton rule for {expr.op}")
             args = [self.emit(a, outer, inner, mask_inner, mask_outer) for a in expr.args]
             code = rule.format(*args, t=TL_DTYPE[expr.dtype])
+            if expr.op == "to_dtype" and isinstance(expr.args[0], Const):  # 1.to(tl.float32) is no Python
+                code = f"tl.full([1], {py_const(expr.args[0].value, expr.dtype)}, {TL_DTYPE[expr.dtype]})"
         name = self.tmp()
         scope.lines.append(f"{name} = {code}")
         scope.cse[expr] = name
