@@ -281,6 +281,13 @@ MORE: dict[str, RealModel] = {m.name: m for m in [
               num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, hidden_dropout=0.0, attention_dropout=0.0,
               activation_dropout=0.0, feat_proj_dropout=0.0, layerdrop=0.0, mask_time_prob=0.0,
               position_embeddings_type="rotary", conv_depthwise_kernel_size=3, conformer_conv_dropout=0.0)),
+    RealModel("recurrent_gemma", "hybrid", _model("RecurrentGemmaForCausalLM", "RecurrentGemmaConfig", _ids(),
+              vocab_size=96, pad_token_id=0, **{**_DEC, "num_key_value_heads": 1}, head_dim=8,
+              block_types=["recurrent", "attention"], lru_width=32, attention_window_size=4, conv1d_width=4)),
+    RealModel("switch", "encoder-decoder", _model("SwitchTransformersModel", "SwitchTransformersConfig",
+              _ids(decoder_input_ids=(96, 4)), vocab_size=96, d_model=32, d_kv=8, d_ff=64, num_layers=2,
+              num_decoder_layers=2, num_heads=4, num_experts=4, encoder_sparse_step=1, decoder_sparse_step=1,
+              relative_attention_num_buckets=8, dropout_rate=0.0, router_jitter_noise=0.0)),
 ]}  # fmt: skip
 
 
