@@ -559,6 +559,16 @@ def symbol_hints(values) -> dict:
     return out
 
 
+def tracing_graph():
+    """The FX graph the active ``make_fx`` trace is recording into, or None outside a trace
+    (``proxy_tensor.get_proxy_mode().tracer.graph``)."""
+    try:
+        mode = require("torch.fx.experimental.proxy_tensor", "get_proxy_mode")()
+    except CompatError:
+        return None
+    return getattr(getattr(mode, "tracer", None), "graph", None)
+
+
 def make_fx_dynamic(gm, args, dynamic_dims: dict, decompositions=None):
     """Trace ``gm`` to ATen with the dims in ``dynamic_dims`` (``{arg position: dims}``) as size
     symbols and every other dim static, as Dynamo does after ``mark_dynamic``.

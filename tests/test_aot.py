@@ -712,3 +712,31 @@ def _is_backward(node, joint) -> bool:
             seen.add(n)
             stack.extend(n.users)
     return node in seen
+
+
+@torch.library.custom_op("course_test::doubled", mutates_args=())
+def _doubled(x: torch.Tensor) -> torch.Tensor:
+    return x * 2.0
+
+
+@_doubled.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def _doubled_backward_in_place(ctx, g):
+    out = g * 2.0
+    out.neg_()
+    return out.neg_()
+
+
+_doubled.register_autograd(_doubled_backward_in_place)
+
+
+def test_custom_op_backward_that_writes_in_place_is_refused():
+    """A registered backward that writes in place (torch_nn's linear_cross_entropy accumulates into
+    a zeros buffer) cannot be recorded into a functional graph: the rule refuses it with a reason,
+    instead of tracing writes into a stride-0 zeros_like (garbage gradients, 5e31 in the OpInfo run)."""
+    fn = lambda x: _doubled(x.sin()) * x  # noqa: E731
+    with pytest.raises(NotImplementedError, match="writes in place"):
+        aot.joint_graph(fn, torch.randn(5, requires_grad=True))

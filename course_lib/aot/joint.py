@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from course_lib import decomp
+from course_lib import compat, decomp
 from course_lib.aot.rules import DERIVATIVES, has_no_gradient
 from course_lib.fx import Graph, Node, fetch_attr, map_arg
 
@@ -103,6 +103,8 @@ def _custom_op_rule(op) -> Callable | None:
             return [a] if isinstance(a, torch.Tensor) and a.is_floating_point() and not a.requires_grad else []
 
         leaves = list({id(t): t for t in leaves_of(args)}.values())
+        graph = compat.tracing_graph()
+        before = len(graph.nodes) if graph is not None else 0
         for t in leaves:  # values of the trace are leaves without grad: mark them for this call only
             t.requires_grad_(True)
         try:
@@ -113,6 +115,7 @@ def _custom_op_rule(op) -> Callable | None:
         finally:
             for t in leaves:
                 t.requires_grad_(False)
+        _refuse_writes(op, list(graph.nodes)[before:] if graph is not None else [])
         by_id = {id(t): g for t, g in zip(leaves, got)}
 
         def grad_of(a):
@@ -123,6 +126,19 @@ def _custom_op_rule(op) -> Callable | None:
         return tuple(grad_of(a) for a in args)
 
     return rule
+
+
+def _refuse_writes(op, recorded: list[Node]) -> None:
+    """The graphs here are functional. An author's backward that writes in place or into an
+    ``out=`` tensor (``torch_nn::_linear_cross_entropy...``'s accumulates into a zeros buffer) was
+    recorded with its writes, and the course's decompositions make ``zeros_like`` a stride-0
+    expand, so those writes give garbage; torch's AOT Autograd functionalizes such code, so the
+    graph goes there."""
+    for n in recorded:
+        schema = getattr(n.target, "_schema", None) if n.op == "call_function" else None
+        if schema is not None and schema.is_mutable:
+            raise NotImplementedError(f"the backward registered for {op} writes in place ({n.target}); "
+                                      "course_lib.aot traces functional graphs only")  # fmt: skip
 
 
 def _depends_on(roots: list[Node]) -> set[Node]:
