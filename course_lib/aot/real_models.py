@@ -497,7 +497,7 @@ def tf32_sensitivity(name: str) -> tuple[float, str]:
         torch.nn.Conv2d._conv_forward = conv_forward
     grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
     scale = max(float(g.abs().max()) for g in grads.values())
-    return max((_rel(p.grad, grads[n], 1e-3 * scale), n) for n, p in twin.named_parameters() if n in grads)
+    return _worst_grad(twin, grads, scale)
 
 
 def fp32_rounding(name: str) -> tuple[float, str]:

@@ -189,6 +189,12 @@ def py_const(value, dtype) -> str:
     return repr(v)
 
 
+def tl_const(value, dtype) -> str:
+    """A constant as a typed one-element tensor: a Python literal has no ``.to()``, and a value
+    the kernel must hold in ``dtype`` (an index that simplified to 0, a cast constant) needs one."""
+    return f"tl.full([1], {py_const(value, dtype)}, {TL_DTYPE[dtype]})"
+
+
 # ---------------------------------------------------------------------------
 # Welford: mean and variance of a looped row in one pass
 # ---------------------------------------------------------------------------
@@ -369,7 +375,7 @@ class TritonKernel(Kernel):
             return known
         if isinstance(expr, IndexValue) and sympy.sympify(expr.index).is_Number:
             # an index that simplified to a number (a size-1 dim's 0): a Python int has no .to()
-            code = f"tl.full([1], {py_const(expr.index, expr.dtype)}, {TL_DTYPE[expr.dtype]})"
+            code = tl_const(expr.index, expr.dtype)
         elif isinstance(expr, IndexValue):
             code = f"({py_index(expr.index)}).to({TL_DTYPE[expr.dtype]})"
         elif isinstance(expr, Load):
@@ -392,7 +398,7 @@ class TritonKernel(Kernel):
             args = [self.emit(a, outer, inner, mask_inner, mask_outer) for a in expr.args]
             code = rule.format(*args, t=TL_DTYPE[expr.dtype])
             if expr.op == "to_dtype" and isinstance(expr.args[0], Const):  # 1.to(tl.float32) is no Python
-                code = f"tl.full([1], {py_const(expr.args[0].value, expr.dtype)}, {TL_DTYPE[expr.dtype]})"
+                code = tl_const(expr.args[0].value, expr.dtype)
         name = self.tmp()
         scope.lines.append(f"{name} = {code}")
         scope.cse[expr] = name
