@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
 from course_lib import compat, decomp
 from course_lib.aot.rules import DERIVATIVES, has_no_gradient
@@ -97,12 +98,8 @@ def _custom_op_rule(op) -> Callable | None:
         return None
 
     def rule(grad, out, *args, **kwargs):
-        def leaves_of(a) -> list:
-            if isinstance(a, (list, tuple)):
-                return [t for x in a for t in leaves_of(x)]
-            return [a] if isinstance(a, torch.Tensor) and a.is_floating_point() and not a.requires_grad else []
-
-        leaves = list({id(t): t for t in leaves_of(args)}.values())
+        floats = [a for a in pytree.tree_leaves(args) if isinstance(a, torch.Tensor) and a.is_floating_point()]
+        leaves = list({id(t): t for t in floats if not t.requires_grad}.values())
         graph = compat.tracing_graph()
         before = len(graph.nodes) if graph is not None else 0
         for t in leaves:  # values of the trace are leaves without grad: mark them for this call only
@@ -117,13 +114,7 @@ def _custom_op_rule(op) -> Callable | None:
                 t.requires_grad_(False)
         _refuse_writes(op, list(graph.nodes)[before:] if graph is not None else [])
         by_id = {id(t): g for t, g in zip(leaves, got)}
-
-        def grad_of(a):
-            if isinstance(a, (list, tuple)):
-                return [grad_of(x) for x in a]
-            return by_id.get(id(a)) if isinstance(a, torch.Tensor) else None
-
-        return tuple(grad_of(a) for a in args)
+        return tuple(pytree.tree_map(lambda a: by_id.get(id(a)) if isinstance(a, torch.Tensor) else None, list(args)))
 
     return rule
 

@@ -481,26 +481,25 @@ def avg_pool2d(g: Tensor, out: Tensor, x: Tensor, kernel_size, stride=(), paddin
     return gx, None, None, None, None, None, None
 
 
-@derivative(aten.upsample_bilinear2d.default)
-def upsample_bilinear2d(g: Tensor, out: Tensor, x: Tensor, output_size, align_corners: bool, scales_h=None,
-                        scales_w=None) -> tuple:  # fmt: skip
-    """Interpolation (BEiT resizes its relative position table, YOLOS its position embeddings,
-    to the image's patch grid).
+def _upsample(backward) -> Callable:
+    """The rule of an interpolation whose transposed map is ``backward`` (``upsample_*_backward``).
 
-    Each output pixel is a weighted sum of 4 input pixels (16 for bicubic), the weights fixed by
-    the sizes alone: a linear map of ``x``. Its gradient is the transposed map: every g entry
-    goes back to the same pixels with the same weights, added up where windows overlap. That
-    scatter-add stays a library kernel, as pooling's does (``upsample_*_backward``).
+    BEiT resizes its relative position table, YOLOS its position embeddings, to the image's
+    patch grid. Each output pixel is a weighted sum of 4 input pixels (16 for bicubic), the
+    weights fixed by the sizes alone: a linear map of ``x``. Its gradient is the transposed map:
+    every g entry goes back to the same pixels with the same weights, added up where windows
+    overlap. That scatter-add stays a library kernel, as pooling's does.
     """
-    gx = aten.upsample_bilinear2d_backward.default(g, output_size, list(x.shape), align_corners, scales_h, scales_w)
-    return gx, None, None, None, None
+
+    def rule(g: Tensor, out: Tensor, x: Tensor, output_size, align_corners: bool, scales_h=None,
+             scales_w=None) -> tuple:  # fmt: skip
+        return backward(g, output_size, list(x.shape), align_corners, scales_h, scales_w), None, None, None, None
+
+    return rule
 
 
-@derivative(aten.upsample_bicubic2d.default)
-def upsample_bicubic2d(g: Tensor, out: Tensor, x: Tensor, output_size, align_corners: bool, scales_h=None,
-                       scales_w=None) -> tuple:  # fmt: skip
-    gx = aten.upsample_bicubic2d_backward.default(g, output_size, list(x.shape), align_corners, scales_h, scales_w)
-    return gx, None, None, None, None
+derivative(aten.upsample_bilinear2d.default)(_upsample(aten.upsample_bilinear2d_backward.default))
+derivative(aten.upsample_bicubic2d.default)(_upsample(aten.upsample_bicubic2d_backward.default))
 
 
 @derivative(aten.im2col.default)
