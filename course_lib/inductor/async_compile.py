@@ -26,7 +26,6 @@ touch the GPU driver, because ``triton.compile`` with an explicit target needs n
 
 from __future__ import annotations
 
-import atexit
 import base64
 import concurrent.futures
 import dataclasses
@@ -137,9 +136,9 @@ class AsyncCompile:
             # (spawn / forkserver would re-run the main script in every worker, and import torch there.)
             ctx = multiprocessing.get_context(self.start or "fork")
             self._pool = concurrent.futures.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
-            atexit.register(self.close)  # shut the workers down before the interpreter tears down
-            # a multiprocessing child never runs atexit: it joins its non-daemon children (the pool's
-            # workers, idle and waiting for work) at exit and would wait for ever; this runs first
+            # shut the workers down at exit. Not with atexit: a multiprocessing child never runs it,
+            # and joins its non-daemon children (the pool's idle workers) at exit, for ever;
+            # multiprocessing's finalizers run first there, and from atexit in the main process
             multiprocessing.util.Finalize(None, self.close, exitpriority=100)
         return self._pool
 
