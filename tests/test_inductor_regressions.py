@@ -23,6 +23,10 @@
   is ``s0**2``, a sympy ``Pow``; the index printers knew sums, products and ``//`` / ``%`` only
   ("cannot print index s0**2"). And a symbolic divisor lost its parentheses: ``x % 4*ks0`` is
   ``(x % 4)*ks0``, so Switch Transformers' attention read the wrong rows (output error 1.1).
+* On the H200, HuBERT, Wav2Vec2-Conformer and DBRX stopped in Dynamo ("two different devices cuda:0,
+  cpu" in scaled_dot_product_attention): a graph with no tensor input (the attention mask, built from
+  factories with ``device="cuda"``) was compiled for the device of its first input, which it lacks,
+  so it ran on the CPU and returned a CPU mask. The device now comes from the graph's values too.
 """
 
 import functools
@@ -205,3 +209,25 @@ def test_triton_cast_of_a_constant():
     c = ind.compile_graph(compat.make_fx(fn, x, decompositions=decomp.DECOMPOSITIONS), [x], codegen="triton")
     assert "1.to(" not in c.kernel_code
     torch.testing.assert_close(c(x)[0], fn(x)[0])
+
+
+def _fake_graph(fn):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    with FakeTensorMode():  # CUDA tensors as fakes: no GPU needed to trace them
+        return make_fx(fn, tracing_mode="fake")()
+
+
+def test_a_graph_without_inputs_runs_where_its_factories_put_it():
+    from course_lib.inductor.compile_fx import _device_of
+    from course_lib.inductor.lowering import Unsupported
+
+    def mask(device):
+        return lambda: (torch.ones(4, 4, dtype=torch.bool, device=device).tril(),)
+
+    assert _device_of(_fake_graph(mask("cuda")), []) == torch.device("cuda", 0)
+    assert _device_of(_fake_graph(mask("cpu")), []) == torch.device("cpu")
+    two = _fake_graph(lambda: (torch.ones(2, device="cuda:0"), torch.ones(2, device="cuda:1")))
+    with pytest.raises(Unsupported, match="several devices"):
+        _device_of(two, [])

@@ -82,13 +82,19 @@ def schedule_graph(graph: GraphIR, fusion: str = "greedy") -> Schedule:
     return fuse(graph, vertical_only=(fusion == "vertical"))
 
 
-def _device_of(example_inputs):
+def _device_of(gm, example_inputs):
+    """The device the graph's kernels run on: the accelerator that an input or a value of the graph
+    lives on, else the CPU. (Inputs alone are not enough: a graph with no tensor input, an attention
+    mask built from ``ones`` and ``arange`` on ``device="cuda"``, ran on the CPU and handed the next
+    graph a CPU mask.) Two accelerators in one graph are refused (:class:`Unsupported`)."""
     import torch
 
-    for t in example_inputs:
-        if isinstance(t, torch.Tensor):
-            return t.device
-    return torch.device("cpu")
+    values = [t for t in example_inputs if isinstance(t, torch.Tensor)]
+    values += [v for n in gm.graph.nodes if isinstance(v := n.meta.get("val"), torch.Tensor)]
+    accelerators = {torch.device(t.device.type, t.device.index or 0) for t in values if t.device.type != "cpu"}
+    if len(accelerators) > 1:
+        raise Unsupported(f"a graph on several devices: {', '.join(sorted(map(str, accelerators)))}")
+    return next(iter(accelerators), torch.device("cpu"))
 
 
 #: codegen name -> ``build(kernels, graph) -> (source, {kernel name: callable}, pointer_args)``
@@ -110,7 +116,7 @@ def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | Non
     guards on those sizes, are checked on every call).
     """
     t0 = time.perf_counter()
-    device = _device_of(example_inputs)
+    device = _device_of(gm, example_inputs)
     codegen = codegen or ("triton" if device.type == "cuda" else "cpp")
     if codegen not in BACKENDS:
         raise ValueError(f"codegen must be one of {sorted(BACKENDS)}, got {codegen!r}")
