@@ -59,7 +59,7 @@ def test_tiling_sweep_tries_each_variant_and_restores_the_defaults():
     from course_lib.inductor.codegen import triton as tcg
 
     names = ("LOOPED_RBLOCK", "LOOPED_ELEMENTS_PER_THREAD", "PERSISTENT_RNUMEL", "PERSISTENT_MAX_WARPS",
-             "LOOPED_EVICTION")  # fmt: skip
+             "LOOPED_EVICTION", "LOOPED_REVERSE_LAST")  # fmt: skip
     before = [getattr(tcg, n) for n in names]
     work = bench_gpu_inductor.workloads(torch, "cpu", *bench_gpu_inductor.SMOKE_SHAPE)
     sweep = {"softmax_long": [{"PERSISTENT_RNUMEL": 8, "LOOPED_RBLOCK": 64, "LOOPED_ELEMENTS_PER_THREAD": 1},

@@ -200,8 +200,8 @@ def _launches(code: str) -> list[tuple[int, int, int]]:
 def test_rows_just_below_and_above_the_persistent_limit(n, monkeypatch):
     """32767 elements: one tile of 32768 held in registers (one masked lane), 32 warps, no loop.
     32769: looped (a last chunk of one element), Welford and online softmax. Both match eager in the
-    interpreter. (Chunks of 1024 here, not 8192: the interpreter merges the lanes with the combine
-    function in Python, ten seconds at 8192.)"""
+    interpreter. (Chunks of 1024 here, not 4096: the interpreter merges the lanes with the combine
+    function in Python, seconds a chunk size step.)"""
     monkeypatch.setattr(tcg, "LOOPED_RBLOCK", 1024)
     torch.manual_seed(8)
     x, w, b = torch.randn(2, n) * 3 + 1, torch.randn(n), torch.randn(n)
@@ -213,7 +213,7 @@ def test_rows_just_below_and_above_the_persistent_limit(n, monkeypatch):
     else:
         assert "welford_combine" in code and "online_softmax_combine" in code, code
         assert _loops(code) == 2  # one kernel: statistics of both in one pass, both outputs in the second
-        assert set(_launches(code)) == {(2, 1024, 4)}  # 8 elements a thread
+        assert set(_launches(code)) == {(2, 1024, 1024 // 32 // tcg.LOOPED_ELEMENTS_PER_THREAD)}
     for got, ref in zip(c(x, w, b), _layernorm_and_softmax(x, w, b), strict=True):
         torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
 
@@ -241,3 +241,23 @@ def test_a_32768_row_layernorm_compiles_for_sm_90_without_spills():
     c = _compile(lambda x, w, b: (F.layer_norm(x, (32768,), w, b),), x, w, b)
     stages = tcg.compile_to_ptx(c, "sm_90", aligned=True)
     assert [(s.metadata["registers"], s.metadata["spills"]) for s in stages.values()] == [(64, 0)]
+
+
+def test_the_last_pass_of_a_looped_row_walks_backwards(looped, monkeypatch):
+    """Layernorm's normalising pass starts at the row's last chunk (the tail of 5 of a 37-element row,
+    then 32..24 down to 0): every element is still written once, with the same values either way."""
+    torch.manual_seed(4)
+    x, w, b = torch.randn(3, 37), torch.randn(37), torch.randn(37)
+
+    def f(x, w, b):
+        return (F.layer_norm(x, (37,), w, b), torch.softmax(x * 2, -1))
+
+    back = _compile(f, x, w, b)  # one kernel: a pass for both rows' statistics, one that writes both
+    assert _loops(back.kernel_code) == 2 and "rindex = rlast - roffset" in back.kernel_code, back.kernel_code
+    monkeypatch.setattr(tcg, "LOOPED_REVERSE_LAST", False)
+    fwd = _compile(f, x, w, b)
+    assert "rlast" not in fwd.kernel_code
+    for got, ref in zip(back(x, w, b), f(x, w, b), strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+    for got, ref in zip(back(x, w, b), fwd(x, w, b), strict=True):
+        torch.testing.assert_close(got, ref, rtol=0, atol=0)

@@ -109,16 +109,17 @@ PERSISTENT_RNUMEL = 32768
 # would hold it all. Past this length it is split (below). Cross entropy's loss over 16384 rows as one
 # persistent program took the workload from 0.080 to 0.096 ms (16 warps) or 0.134 ms (32 warps).
 ONE_ROW_PERSISTENT_RNUMEL = 8192
-# Longer rows: one row a program, walked in chunks of LOOPED_RBLOCK elements, 8 a thread (32 warps for
-# 8192). A looped row is read twice (statistics, then the output pass); the second read is cheap only
+# Longer rows: one row a program, walked in chunks of LOOPED_RBLOCK elements, 4 a thread (32 warps for
+# 4096). A looped row is read twice (statistics, then the output pass); the second read is cheap only
 # if the row is still in L2. Rows in flight = programs resident at once: a 32-warp program of 42
 # registers (layernorm's Welford) fits one an SM, of 32 (softmax) two. With 2048-element chunks and 4
 # warps all 2048 rows of 32768 were resident together (256 MiB): the second read went to DRAM (0.50 of
-# copy bandwidth). Rows of 65536 (256 KiB; 1024 of them): 8192 a step reached 0.61 (layernorm) and 0.68
-# (softmax) of copy bandwidth, 1.02 and 0.93 x Inductor's time; 4096 or 2048 a step, 16 or 32 warps,
-# were within 5% or slower. Inductor's configs for such rows reach R0_BLOCK 32768 and 32 warps.
-LOOPED_RBLOCK = 8192
-LOOPED_ELEMENTS_PER_THREAD = 8
+# copy bandwidth). Rows of 65536 (256 KiB; 1024 of them), fraction of copy bandwidth on the H200
+# (bench/notes/gpu_long_rows.md): with the output pass walking forwards, 8192 a step 0.61 (layernorm)
+# and 0.68 (softmax), 4096 a step 0.63 and 0.67; walking backwards (LOOPED_REVERSE_LAST), 8192 0.60 and
+# 0.71, 4096 0.67 and 0.70. Inductor's configs for such rows reach R0_BLOCK 32768 and 32 warps (0.62, 0.63).
+LOOPED_RBLOCK = 4096
+LOOPED_ELEMENTS_PER_THREAD = 4
 PROGRAM_TILE = 4096  # elements one program's tile holds: short rows are packed XBLOCK rows a program
 # A whole-tensor reduction (one output: a loss's mean, cross entropy's sum over rows) is split: up to
 # SPLIT_MAX programs each reduce a chunk to a partial, a second one-program kernel reduces the partials
@@ -140,6 +141,10 @@ PERSISTENT_MAX_WARPS = 32
 # Eviction hints on a looped row's loads (see TritonKernel.eviction). Without them softmax_long
 # (looped) ran at 0.69 of copy bandwidth instead of 0.81; layernorm_long was unchanged (0.57).
 LOOPED_EVICTION = True
+# A looped row's last pass walks the row backwards: its first steps read the chunks the pass before
+# read last, which are the likeliest still in L2 (the reuse distance of chunk k is then twice the
+# row's tail after k, not the whole row). See TritonKernel.phase.
+LOOPED_REVERSE_LAST = True
 
 
 def reduction_warps(tile: int) -> int:
@@ -444,7 +449,9 @@ class TritonKernel(Kernel):
             else:
                 for i, phase in enumerate(self.phases):
                     self.evict = self.eviction(i)
-                    self.phase(phase, outer, None, looped=True, welford=self.welford.get(i, []))
+                    # (a Welford pass counts its steps from the row's start: it keeps the forward walk)
+                    backwards = LOOPED_REVERSE_LAST and 0 < i == len(self.phases) - 1 and not self.welford.get(i)
+                    self.phase(phase, outer, None, looped=True, welford=self.welford.get(i, []), backwards=backwards)
                 self.evict = ""
             for buf, index, expr, _ in self.plan.outer_stores:
                 v = self.emit(expr, outer, outer, "xmask", "xmask")
@@ -476,7 +483,7 @@ class TritonKernel(Kernel):
             for name, scope in ((f"{self.name}_partial", part), (self.name, final))
         )
 
-    def phase(self, phase, outer: Scope, shared, looped: bool, welford: list = (), rstart: str = ""):
+    def phase(self, phase, outer: Scope, shared, looped: bool, welford: list = (), rstart: str = "", backwards=False):
         _, inner_sizes = self.plan.group
         _, rs = kernel_vars(self.plan.group)
         mask = "xmask & rmask"
@@ -513,6 +520,9 @@ class TritonKernel(Kernel):
             v = self.emit(expr, outer, inner, mask, "xmask")
             inner.lines.append(f"tl.store({self.ptrs[buf]} + {tile_index(index)}, {v}, {mask})")
         first = f"{rstart} + roffset" if rstart else "roffset"  # a split program walks its own chunk
+        if backwards:  # the last chunk first (LOOPED_REVERSE_LAST); ``roffset`` still counts up
+            outer.lines.append("rlast = (rnumel - 1) // RBLOCK * RBLOCK")
+            first = "rlast - roffset"
         body = [f"rindex = {first} + tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
         body += self.decompose_lines("rindex", inner_sizes, rs) + inner.lines
         outer.lines.append(f"for roffset in range(0, {'RCHUNK' if rstart else 'rnumel'}, RBLOCK):")
