@@ -37,7 +37,11 @@ def main(out_dir: str, smoke: bool = False) -> None:
     recorded.save(
         out / "inductor_gpu.json",
         result,
-        meta={"command": "python device/record_inductor.py " + out_dir, "timing": "triton.testing.do_bench, median"},
+        meta={
+            "command": "python device/record_inductor.py " + out_dir,
+            "timing": "triton.testing.do_bench, median (call time: *_ms); triton.testing.do_bench_cudagraph, "
+            "median (kernel time: *_graph_ms)",
+        },
     )
     if result["sources"].get("softmax", {}).get("course"):
         (out / "softmax_triton.py").write_text(result["sources"]["softmax"]["course"])
