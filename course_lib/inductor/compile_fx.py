@@ -129,6 +129,10 @@ def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | Non
     sched = schedule_graph(graph, fusion)
     t2 = time.perf_counter()
     kernels = [k for k in sched.kernels if k.kind == "kernel"]
+    if codegen == "triton" and graph.dynamic and kernels:  # (extern calls alone take symbolic sizes)
+        # said here, before the Triton generator meets a symbol where it needs a number (Funnel on the
+        # H200: "Argument of Integer should be of numeric type, got s0 - 1" instead of this sentence)
+        raise Unsupported("the Triton backend compiles static sizes only (dynamic shapes: use codegen='cpp')")
     source, fns, pointer_args = BACKENDS[codegen](kernels, graph)
     wsrc = wrapper.wrapper_source(sched, {k.name: k.name for k in kernels}, pointer_args=pointer_args)
     t3 = time.perf_counter()
