@@ -26,29 +26,34 @@ from triton.testing import do_bench, do_bench_cudagraph
 
 
 @triton.jit
+def exchange(ws_ptr, cnt_ptr, row, part, a, b, S: tl.constexpr):
+    """Publish this program's two partial statistics (a, b), wait until the S programs of ``row`` have
+    published theirs, and return all S pairs."""
+    tl.store(ws_ptr + (row * S + part) * 2, a)
+    tl.store(ws_ptr + (row * S + part) * 2 + 1, b)
+    tl.debug_barrier()  # every thread's stores happen before the release below
+    tl.atomic_add(cnt_ptr + row, 1, sem="release")
+    c = tl.atomic_add(cnt_ptr + row, 0, sem="acquire")
+    while c < S:  # spins until the row's last program arrives (see the module docstring)
+        c = tl.atomic_add(cnt_ptr + row, 0, sem="acquire")
+    tl.debug_barrier()
+    idx = tl.arange(0, S)
+    a_all = tl.load(ws_ptr + (row * S + idx) * 2, cache_modifier=".cg")  # .cg: from L2, not a stale L1
+    b_all = tl.load(ws_ptr + (row * S + idx) * 2 + 1, cache_modifier=".cg")
+    return a_all, b_all
+
+
+@triton.jit
 def ln_coop(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, cnt_ptr, N, eps, S: tl.constexpr, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    row = pid // S
-    part = pid % S
+    row, part = tl.program_id(0) // S, tl.program_id(0) % S
     cols = part * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + row * N + cols)
     mean_p = tl.sum(x, 0) / BLOCK
     d = x - mean_p
-    m2_p = tl.sum(d * d, 0)
-    tl.store(ws_ptr + (row * S + part) * 2, mean_p)
-    tl.store(ws_ptr + (row * S + part) * 2 + 1, m2_p)
-    tl.debug_barrier()
-    tl.atomic_add(cnt_ptr + row, 1, sem="release")
-    c = tl.atomic_add(cnt_ptr + row, 0, sem="acquire")
-    while c < S:
-        c = tl.atomic_add(cnt_ptr + row, 0, sem="acquire")
-    tl.debug_barrier()
-    idx = tl.arange(0, S)
-    means = tl.load(ws_ptr + (row * S + idx) * 2, cache_modifier=".cg")
-    m2s = tl.load(ws_ptr + (row * S + idx) * 2 + 1, cache_modifier=".cg")
+    means, m2s = exchange(ws_ptr, cnt_ptr, row, part, mean_p, tl.sum(d * d, 0), S)
     mean = tl.sum(means, 0) / S
     dm = means - mean
-    m2 = tl.sum(m2s, 0) + BLOCK * tl.sum(dm * dm, 0)
+    m2 = tl.sum(m2s, 0) + BLOCK * tl.sum(dm * dm, 0)  # Chan's merge of equal-sized parts
     rstd = 1 / tl.sqrt(m2 / N + eps)
     w = tl.load(w_ptr + cols, eviction_policy="evict_last")
     b = tl.load(b_ptr + cols, eviction_policy="evict_last")
@@ -57,24 +62,11 @@ def ln_coop(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, cnt_ptr, N, eps, S: tl.constexpr
 
 @triton.jit
 def sm_coop(x_ptr, y_ptr, ws_ptr, cnt_ptr, N, S: tl.constexpr, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    row = pid // S
-    part = pid % S
+    row, part = tl.program_id(0) // S, tl.program_id(0) % S
     cols = part * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + row * N + cols)
     m_p = tl.max(x, 0)
-    s_p = tl.sum(tl.exp(x - m_p), 0)
-    tl.store(ws_ptr + (row * S + part) * 2, m_p)
-    tl.store(ws_ptr + (row * S + part) * 2 + 1, s_p)
-    tl.debug_barrier()
-    tl.atomic_add(cnt_ptr + row, 1, sem="release")
-    c = tl.atomic_add(cnt_ptr + row, 0, sem="acquire")
-    while c < S:
-        c = tl.atomic_add(cnt_ptr + row, 0, sem="acquire")
-    tl.debug_barrier()
-    idx = tl.arange(0, S)
-    ms = tl.load(ws_ptr + (row * S + idx) * 2, cache_modifier=".cg")
-    ss = tl.load(ws_ptr + (row * S + idx) * 2 + 1, cache_modifier=".cg")
+    ms, ss = exchange(ws_ptr, cnt_ptr, row, part, m_p, tl.sum(tl.exp(x - m_p), 0), S)
     m = tl.max(ms, 0)
     s = tl.sum(ss * tl.exp(ms - m), 0)
     tl.store(y_ptr + row * N + cols, tl.exp(x - m) / s)
