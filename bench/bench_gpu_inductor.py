@@ -200,7 +200,10 @@ def _measure(smoke: bool) -> dict:
         from triton.testing import do_bench
     copy_bw = _copy_bandwidth(torch, do_bench, rows, cols) if do_bench else None
     result = {"shape": [rows, cols], "copy_GBps": copy_bw / 1e9 if copy_bw else None, "rows": [], "sources": {}}
+    only = [w for w in os.environ.get("COURSE_BENCH_ONLY", "").split(",") if w]  # some workloads, by name
     for name, (fn, args, nbytes) in workloads(torch, device, rows, cols).items():
+        if only and name not in only:
+            continue
         row: dict = {"workload": name, "bytes": nbytes}
         ref = fn(*args)
         try:
@@ -252,7 +255,8 @@ def _measure(smoke: bool) -> dict:
                 return do_bench(lambda: f(*args), warmup=25, rep=100, return_mode="median")
 
             work = {**workloads(torch, device, rows, cols), **sweep_workloads(torch, device, rows, cols)}
-            result["tiling_sweep"] = tiling_sweep(torch, work, time_ms, copy_bw)
+            sweep = {k: v for k, v in SWEEP.items() if not only or k in only}
+            result["tiling_sweep"] = tiling_sweep(torch, work, time_ms, copy_bw, sweep)
         if os.environ.get("COURSE_BENCH_COLD_COMPILE") != "0":  # =0 skips the three GPT-2 compiles (minutes)
             result["cold_compile"] = cold_compile(torch)
     return result
@@ -263,8 +267,9 @@ def _measure(smoke: bool) -> dict:
 #: (committed), 16 or 8 (PERSISTENT_MAX_WARPS, PERSISTENT_ELEMENTS_PER_WARP), against the looped kernel
 #: (PERSISTENT_RNUMEL 8192, the limit before) with steps of LOOPED_RBLOCK elements,
 #: LOOPED_ELEMENTS_PER_THREAD a thread (warps = RBLOCK / 32 / that), with and without eviction hints.
-#: Rows of 65536 (``*_xlong``) are looped: which step suits them, the output pass walking backwards or
-#: forwards (LOOPED_REVERSE_LAST), and the row in registers (it spills).
+#: Rows of 65536 (``*_xlong``) are split over 8 programs of a cooperative launch (ROW_SPLIT, parts of
+#: ROW_SPLIT_PART elements): against parts of 4096 or 16384 and the looped kernel (ROW_SPLIT off), its
+#: output pass walking backwards or forwards (LOOPED_REVERSE_LAST), and the row in registers (it spills).
 #: Cross entropy: its loss kernel (16384 per-row terms to one number) split into 32 partials
 #: (committed) or 128, or as one persistent program (ONE_ROW_PERSISTENT_RNUMEL raised).
 LOOPED = {"PERSISTENT_RNUMEL": 8192}
@@ -277,13 +282,12 @@ SWEEP_LONG = [
     {**LOOPED, "LOOPED_EVICTION": False},
 ]
 SWEEP_XLONG = [
-    {},  # looped: RBLOCK 4096, 4 a thread, 32 warps, the output pass walking backwards
-    {"LOOPED_REVERSE_LAST": False},  # ... walking forwards
-    {"LOOPED_RBLOCK": 8192, "LOOPED_ELEMENTS_PER_THREAD": 8},  # 32 warps
-    {"LOOPED_RBLOCK": 8192, "LOOPED_ELEMENTS_PER_THREAD": 8, "LOOPED_REVERSE_LAST": False},
-    {"LOOPED_RBLOCK": 2048, "LOOPED_ELEMENTS_PER_THREAD": 4},  # 16 warps
-    {"LOOPED_EVICTION": False},
-    {"PERSISTENT_RNUMEL": 65536},  # the row in registers: 64 a thread at 32 warps
+    {},  # row split: 8 parts of 8192, 16 warps, the next row's part loaded before the wait
+    {"ROW_SPLIT_PART": 4096},  # 16 parts, 8 warps
+    {"ROW_SPLIT_PART": 16384},  # 4 parts, 32 warps
+    {"ROW_SPLIT": False},  # looped: RBLOCK 4096, 4 a thread, 32 warps, the output pass walking backwards
+    {"ROW_SPLIT": False, "LOOPED_REVERSE_LAST": False},  # ... walking forwards
+    {"ROW_SPLIT": False, "PERSISTENT_RNUMEL": 65536},  # the row in registers: 64 a thread at 32 warps
 ]
 SWEEP = {
     "layernorm_long": SWEEP_LONG,
@@ -332,7 +336,8 @@ def _kernel_resources():
         name = launcher._kernel_name(site.kernel)
         if compiled is not None and name not in found:
             try:
-                found[name] = {**compat.triton_kernel_resources(compiled), "num_warps": site.num_warps}
+                found[name] = {**compat.triton_kernel_resources(compiled), "num_warps": site.num_warps,
+                               "grid": site.grid[0]}  # fmt: skip
             except Exception as exc:  # an unknown Triton: say so, keep measuring
                 found[name] = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
         return compiled
@@ -366,7 +371,7 @@ def tiling_sweep(torch, work: dict, time_ms, copy_bw: float | None, sweep: dict 
                     row["correct"] = _close(course(*args), ref, torch)
                 row["resources"] = resources
                 code = "\n".join(c.kernel_code for k, c in rec if k == "compiled")
-                row["launches"] = re.findall(r"grid=\((\d+),\).*num_warps=(\d+)\)", code)
+                row["launches"] = re.findall(r"grid=\((\d+),\).*num_warps=(\d+)[,)]", code)
                 ms = time_ms(course, args)
                 row["course_ms"] = ms
                 if copy_bw and ms:

@@ -1081,6 +1081,43 @@ def triton_launch_binding(compiled):
     return Binding(compiled.run, compiled.function, compiled.packed_metadata)
 
 
+def triton_cooperative_launch() -> bool:
+    """Can this Triton launch a kernel cooperatively (``kernel[grid](..., launch_cooperative_grid=True)``,
+    an option of the NVIDIA backend since Triton 3.2: ``cuLaunchKernelEx`` with the cooperative
+    attribute, which fails rather than start a grid larger than the GPU holds at once)?"""
+    import dataclasses
+
+    try:
+        options = importlib.import_module("triton.backends.nvidia.compiler").CUDAOptions
+    except (ImportError, AttributeError):
+        return False
+    return "launch_cooperative_grid" in {f.name for f in dataclasses.fields(options)}
+
+
+def triton_resident_programs(compiled, num_warps: int) -> int:
+    """How many programs of ``compiled`` (a loaded ``CompiledKernel``) the current GPU runs at once:
+    blocks an SM (:func:`course_lib.gpu.occupancy_calculator.occupancy` from ptxas's register count and
+    the shared memory, on an architecture it knows; else the same arithmetic on the device's own
+    limits) times the SMs. Triton does not expose ``cuOccupancyMaxActiveBlocksPerMultiprocessor``."""
+    import torch
+
+    from course_lib.gpu.occupancy_calculator import ARCHS, occupancy
+
+    compiled._init_handles()
+    device = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(device)
+    arch = "sm_{}{}".format(*torch.cuda.get_device_capability(device))
+    regs, shared = max(compiled.n_regs, 1), getattr(compiled.metadata, "shared", 0)
+    if arch in ARCHS:
+        per_sm = occupancy(arch, 32 * num_warps, regs, shared).blocks_per_sm
+    else:
+        regs_warp = -(-regs * 32 // 256) * 256
+        per_sm = min(getattr(props, "regs_per_multiprocessor", 65536) // regs_warp // num_warps,
+                     getattr(props, "max_threads_per_multi_processor", 2048) // (32 * num_warps),
+                     getattr(props, "shared_memory_per_multiprocessor", 0) // (shared + 1024), 32)  # fmt: skip
+    return max(0, per_sm) * props.multi_processor_count
+
+
 def triton_device_and_stream():
     """``(current_device, stream_of)``: the callables Triton's JIT launch reads the device and stream
     with (``driver.active.get_current_device`` / ``get_current_stream``; torch's with torch loaded).

@@ -340,3 +340,66 @@ def test_a_launcher_that_refuses_the_arguments_sends_the_site_back_to_the_jit():
     for _ in range(3):
         site(a, b)
     assert not site.bound and "14 arguments" in site.refused and len(kernel.calls) == 3  # no launch lost
+
+
+# ---------------------------------------------------------------------------
+# a row split's site: its grid sized at the first launch, launched cooperatively
+# ---------------------------------------------------------------------------
+
+
+class CoopRuntime(FakeRuntime):
+    """A GPU that holds ``resident`` programs at once."""
+
+    def __init__(self, resident):
+        super().__init__()
+        self.resident = resident
+
+    def compile(self, kernel, args, kwargs):
+        assert kwargs["launch_cooperative_grid"] is True and kwargs["num_warps"] == 16
+        return "binary"
+
+    def resident_programs(self, compiled, num_warps):
+        return self.resident
+
+
+class TooLargeKernel(FakeKernel):
+    """CUDA refuses a cooperative grid over ``limit`` programs, as ``cuLaunchKernelEx`` does."""
+
+    def __init__(self, limit):
+        super().__init__()
+        self.limit = limit
+
+    def __getitem__(self, grid):
+        launch = super().__getitem__(grid)
+        if grid[0] > self.limit:
+            return lambda *a, **k: (_ for _ in ()).throw(RuntimeError("too many blocks in cooperative launch"))
+        return launch
+
+
+def _row_split_site(kernel, resident, rows=300, parts=8):
+    return DirectLaunch(kernel, grid=(rows * parts,), ints=(rows, 65536), constexprs={"XBLOCK": 1, "RBLOCK": 8192},
+                        num_warps=16, runtime=CoopRuntime(resident), row_split=parts)  # fmt: skip
+
+
+@pytest.mark.parametrize(("resident", "rows", "grid"), [(264, 300, 264), (270, 300, 264), (4000, 300, 2400)])
+def test_a_row_split_grid_is_whole_row_groups_the_gpu_holds(resident, rows, grid):
+    """264 programs resident: 33 groups of 8; 270: still 33; more than the rows need: one group a row."""
+    kernel = FakeKernel()
+    site = _row_split_site(kernel, resident, rows)
+    site(FakeTensor(4096), FakeTensor(8192))
+    ((launched, _, kwargs),) = kernel.calls
+    assert launched == (grid, 1, 1) and kwargs["launch_cooperative_grid"] is True
+
+
+def test_a_refused_cooperative_grid_is_halved_until_it_fits():
+    """The occupancy estimate said 264; CUDA holds 100: 264 -> 128 -> 64 programs (whole groups of 8)."""
+    kernel = TooLargeKernel(limit=100)
+    site = _row_split_site(kernel, 264)
+    site(FakeTensor(4096), FakeTensor(8192))
+    assert [c[0] for c in kernel.calls] == [(64, 1, 1)] and site.grid == (64, 1, 1)
+
+
+def test_a_row_split_with_no_room_for_its_parts_says_so():
+    site = _row_split_site(FakeKernel(), resident=4)
+    with pytest.raises(RuntimeError, match="do not fit the GPU at once"):
+        site(FakeTensor(4096), FakeTensor(8192))

@@ -275,7 +275,9 @@ def precompile(fns: dict, module: str, file: str) -> CompileReport | None:
             ptrs = [getattr(torch, TORCH_DTYPES[t]) for t in launch.signature.values() if t.startswith("*")]
             args = (*ptrs, launch.int_args["xnumel"], launch.int_args["rnumel"])
             for name, jit_fn, warps in launch.stages:
-                spec = compat.triton_capture_specialization(jit_fn, args, {**launch.constexprs, "num_warps": warps})
+                spec = compat.triton_capture_specialization(
+                    jit_fn, args, {**launch.constexprs, **getattr(launch, "options", {}), "num_warps": warps}
+                )
                 if spec is None:
                     log.info("course_lib.inductor: this Triton cannot report a launch's specialisation; no precompile")
                     return None

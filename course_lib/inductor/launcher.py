@@ -84,6 +84,19 @@ class CompatRuntime:
 
         return compat.triton_device_and_stream()
 
+    def compile(self, kernel, args: tuple, kwargs: dict):
+        """The ``CompiledKernel`` a launch with these arguments runs (compiled or loaded, not
+        launched); None in Triton's interpreter, which compiles nothing."""
+        warmup = getattr(kernel, "warmup", None)
+        if warmup is None or os.environ.get("TRITON_INTERPRET") == "1":
+            return None
+        return warmup(*args, grid=(1,), **kwargs)
+
+    def resident_programs(self, compiled, num_warps: int) -> int:
+        from course_lib import compat
+
+        return compat.triton_resident_programs(compiled, num_warps)
+
 
 class DirectLaunch:
     """One launch site: ``kernel[grid](*tensors, *ints, **constexprs, num_warps=num_warps)``.
@@ -94,9 +107,15 @@ class DirectLaunch:
     """
 
     def __init__(self, kernel, grid: tuple, ints: tuple = (), constexprs: dict | None = None, num_warps: int = 4,
-                 runtime=None):  # fmt: skip
+                 runtime=None, row_split: int = 0):  # fmt: skip
         self.kernel = kernel
         self.grid = tuple(grid) + (1,) * (3 - len(grid))  # (gx, gy, gz), as the C launcher takes it
+        # A row split (codegen.triton.ROW_SPLIT): ``row_split`` programs a row wait for each other, so
+        # the grid (at most ``grid``) is sized at the first launch to what the GPU holds at once, and
+        # launched cooperatively, which CUDA refuses rather than start more than that.
+        self.row_split = row_split
+        self.options = {"launch_cooperative_grid": True} if row_split else {}
+        self._sized = not row_split
         self.ints = tuple(ints)
         self.constexprs = dict(constexprs or {})
         self.num_warps = num_warps
@@ -147,11 +166,44 @@ class DirectLaunch:
 
     def jit_launch(self, tensors: tuple):
         """``kernel[grid](...)``, Triton's full dispatch; binds the returned binary when it may."""
-        compiled = self.kernel[self.grid](*tensors, *self.ints, **self.constexprs, num_warps=self.num_warps)
+        first = not self._sized
+        if first:
+            self.grid = self.cooperative_grid(tensors)
+            self._sized = True
+        while True:
+            try:
+                compiled = self.kernel[self.grid](*tensors, *self.ints, **self.constexprs, num_warps=self.num_warps,
+                                                  **self.options)  # fmt: skip
+                break
+            except RuntimeError as exc:  # CUDA refused a grid larger than it holds: the estimate was high
+                if not (first and self.row_split and "cooperative" in str(exc) and self.grid[0] > self.row_split):
+                    raise
+                self.grid = (max(1, self.grid[0] // self.row_split // 2) * self.row_split, 1, 1)
         self.jit_launches += 1
         if self._run is None and self.refused is None and aligned(tensors):
             self.refused = self._bind(compiled, len(tensors))
         return compiled
+
+    def cooperative_grid(self, tensors: tuple) -> tuple:
+        """A row split's grid: whole row groups (``row_split`` programs each), as many as the GPU
+        holds at once and no more than there are rows; they walk the rows."""
+        compiled = self.runtime.compile(self.kernel, (*tensors, *self.ints),
+                                        {**self.constexprs, **self.options, "num_warps": self.num_warps})  # fmt: skip
+        rows = self.grid[0] // self.row_split
+        if compiled is None:  # Triton's interpreter: one program at a time
+            if self.row_split > 1:
+                raise RuntimeError(
+                    f"{_kernel_name(self.kernel)} splits each row over {self.row_split} programs that wait for "
+                    "each other; Triton's interpreter runs programs one at a time, so it would never finish "
+                    "(a row split is generated only for a GPU)"
+                )
+            return (min(rows, INTERPRETER_ROW_GROUPS), 1, 1)
+        groups = self.runtime.resident_programs(compiled, self.num_warps) // self.row_split
+        if groups < 1:
+            raise RuntimeError(
+                f"{_kernel_name(self.kernel)}: the {self.row_split} programs of a row do not fit the GPU at once"
+            )
+        return (min(rows, groups) * self.row_split, 1, 1)
 
     def _bind(self, compiled, n_tensors: int) -> str | None:
         """Keep ``compiled``'s launcher; return why not (None when bound)."""
@@ -172,6 +224,11 @@ class DirectLaunch:
         self._tail = (*self.ints, *self.constexprs.values())
         self._run, self._function, self._metadata = binding.run, binding.function, binding.metadata
         return None
+
+
+#: Row groups of a row split in Triton's interpreter (only a split of one part a row can run there):
+#: fewer than the rows, so that each program walks several.
+INTERPRETER_ROW_GROUPS = 3
 
 
 def aligned(tensors) -> bool:

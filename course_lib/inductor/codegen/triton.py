@@ -120,6 +120,17 @@ ONE_ROW_PERSISTENT_RNUMEL = 8192
 # 0.71, 4096 0.67 and 0.70. Inductor's configs for such rows reach R0_BLOCK 32768 and 32 warps (0.62, 0.63).
 LOOPED_RBLOCK = 4096
 LOOPED_ELEMENTS_PER_THREAD = 4
+# Row split (a GPU that can launch cooperatively): a long row is cut into parts of ROW_SPLIT_PART
+# elements, one program a part, each holding its part in registers, so the row is read once. The parts
+# of a row exchange partial statistics through global memory and wait for each other at a per-row
+# counter; that wait ends only if all of them run at once, which a cooperative launch promises (or
+# refuses to launch). So the grid is what the GPU holds at once, and the row groups walk the rows.
+# Rows of 65536 on an H100 (bench/notes/gpu_long_rows.md, bench/proto_row_coop.py): parts of 8192 at
+# 16 warps, the next row's part loaded before the wait, reached 0.86 (layernorm) and 0.89 (softmax) of
+# copy bandwidth, where the looped kernel reads the row twice (0.67 / 0.70 on the H200).
+ROW_SPLIT = True  # ``COURSE_ROW_SPLIT=0`` turns it off too
+ROW_SPLIT_PART = 8192
+ROW_SPLIT_MAX_PARTS = 32  # longer rows (past 262144 elements) stay looped
 PROGRAM_TILE = 4096  # elements one program's tile holds: short rows are packed XBLOCK rows a program
 # A whole-tensor reduction (one output: a loss's mean, cross entropy's sum over rows) is split: up to
 # SPLIT_MAX programs each reduce a chunk to a partial, a second one-program kernel reduces the partials
@@ -305,8 +316,24 @@ def fold_one_pass(phases: list, rnumel: int) -> tuple[list, dict[int, list]]:
     return [phases[i] for i in keep], {keep.index(i): v for i, v in pairs.items() if i in keep}
 
 
+def _loads(expr):
+    """The loads an expression reads, outermost first (the index of an indirect load included)."""
+    if isinstance(expr, Load):
+        yield expr
+        for _, e in expr.indirect:
+            yield from _loads(e)
+    elif isinstance(expr, Op):
+        for a in expr.args:
+            yield from _loads(a)
+
+
 class TritonKernel(Kernel):
-    def __init__(self, name: str, plan: KernelPlan, persistent_rnumel: int = PERSISTENT_RNUMEL):
+    """One kernel plan printed as Triton. ``row_split``: True lets a long row (past
+    ``persistent_rnumel``) be split over programs of a cooperative launch (see ROW_SPLIT; the
+    backend passes True only where that launch exists); an int forces that many parts a row."""
+
+    def __init__(self, name: str, plan: KernelPlan, persistent_rnumel: int = PERSISTENT_RNUMEL,
+                 row_split: bool | int = False):  # fmt: skip
         super().__init__(name, plan)
         if self.args.sizes:
             raise Unsupported("the Triton backend compiles static sizes only (dynamic shapes: use codegen='cpp')")
@@ -324,6 +351,13 @@ class TritonKernel(Kernel):
             self.phases, self.welford = fold_one_pass(plan.phases, self.rnumel)
         self.split = self.splittable()
         self.ws = {}  # reduction buffer -> (workspace pointer name, dtype) of its partials
+        self.row_parts = 0  # programs a row of a row split (0: none)
+        if row_split and self.reduction and not self.persistent and self.xnumel > 1 and self.row_splittable():
+            parts = -(-self.rnumel // ROW_SPLIT_PART) if row_split is True else int(row_split)
+            if parts <= ROW_SPLIT_MAX_PARTS:
+                self.row_parts = parts
+                self.rblock = next_pow2(-(-self.rnumel // parts))
+                self.ws = {"partials": ("ws_ptr", "float32"), "arrivals": ("cnt_ptr", "int32")}
         if self.split:
             step = max(SPLIT_RBLOCK, next_pow2(-(-self.rnumel // SPLIT_MAX)))
             self.rblock = min(LOOPED_RBLOCK, SPLIT_RBLOCK_MAX, step)
@@ -350,15 +384,40 @@ class TritonKernel(Kernel):
         phase = self.phases[0]
         return not phase.stores and not self.welford and all(r[1] in TRITON_COMBINE for r in phase.reductions)
 
+    def row_splittable(self) -> bool:
+        """Statistics of the row (float32 sums, maxima, minima, Welford or online-softmax pairs),
+        then the stores that use them: the shape of softmax, layer norm, RMS norm. Each part's
+        partials then merge exactly; a gather (indirect load) is left to the looped kernel."""
+        if len(self.phases) != 2:
+            return False
+        stats, out = self.phases
+        if stats.stores or not stats.reductions or out.reductions or not out.stores:
+            return False
+        totals = {pair.total for pair in self.welford.get(0, [])}
+        exprs = [e for _, _, e, _ in stats.reductions] + [e for _, _, e, _ in out.stores + self.plan.outer_stores]
+        if any(load.indirect for e in exprs for load in _loads(e)):
+            return False
+        return all(dtype == "float32" and (buf in totals or rtype in TRITON_COMBINE)
+                   for buf, rtype, _, dtype in stats.reductions)  # fmt: skip
+
+    def row_values(self) -> int:
+        """Floats one part publishes a row: 3 a Welford pair (mean, M2, count), 2 an online softmax
+        (max, sum of exp), 1 any other reduction."""
+        kinds = {pair.total: 3 if isinstance(pair, WelfordPair) else 2 for pair in self.welford.get(0, [])}
+        return sum(kinds.get(buf, 1) for buf, _, _, _ in self.phases[0].reductions)
+
     def arg_names(self) -> list[str]:
         ws = [w for w, _ in self.ws.values()]
         extra = ["RCHUNK: tl.constexpr", "NSPLIT: tl.constexpr"] if self.split else []
+        extra += ["NPARTS: tl.constexpr", "NPARTS_P2: tl.constexpr"] if self.row_parts else []
         return (
             list(self.ptrs.values()) + ws + ["xnumel", "rnumel", "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"] + extra
         )
 
     def constexprs(self) -> dict:
         split = {"RCHUNK": self.rchunk, "NSPLIT": self.nsplit} if self.split else {}
+        if self.row_parts:
+            split = {"NPARTS": self.row_parts, "NPARTS_P2": next_pow2(self.row_parts)}
         return {"XBLOCK": self.xblock(), "RBLOCK": self.rblock, **split}
 
     def stages(self) -> list[tuple[str, int]]:
@@ -391,7 +450,8 @@ class TritonKernel(Kernel):
             mask = mask_inner if dep else mask_outer
             per_row = sympy.sympify(index).free_symbols & set(kernel_vars(self.plan.group)[0])
             policy = self.evict if per_row else "evict_last"  # a weight that every row reads: keep it
-            evict = f", eviction_policy='{policy}'" if dep and self.evict else ""
+            hinted = self.evict or (self.row_parts and not per_row)  # a row split hints only the weights
+            evict = f", eviction_policy='{policy}'" if dep and hinted else ""
             code = f"tl.load({self.ptrs[expr.buf]} + {tile_index(index)}, {mask}, other=0{evict})"
         else:
             if expr.op == "pow":
@@ -420,6 +480,8 @@ class TritonKernel(Kernel):
     def source(self) -> str:
         if self.split:
             return self.split_source()
+        if self.row_parts:
+            return self.row_split_source()
         outer_sizes, inner_sizes = self.plan.group
         xs, rs = kernel_vars(self.plan.group)
         args = ", ".join(self.arg_names())
@@ -482,6 +544,113 @@ class TritonKernel(Kernel):
             f"@triton.jit\ndef {name}({args}):\n" + "\n".join("    " + ln for ln in scope.lines)
             for name, scope in ((f"{self.name}_partial", part), (self.name, final))
         )
+
+    def row_split_source(self) -> str:
+        """One kernel, NPARTS programs a row, the grid what the GPU holds at once (a cooperative
+        launch). Program p holds part ``p % NPARTS`` of a row in registers; the row groups
+        (``p // NPARTS``) walk the rows. For each row a part computes its partial statistics, loads
+        its part of the next row (the load's latency hides behind the wait), publishes the partials,
+        waits at the row's counter until every part has arrived, merges the NPARTS partials (the
+        same combine rules as a looped row's lanes) and writes its part of the output."""
+        outer_sizes, inner_sizes = self.plan.group
+        xs, rs = kernel_vars(self.plan.group)
+        stats, out = self.phases
+        mask = "xmask & rmask"
+        pre = Scope()
+        pre.lines += [
+            "part = tl.program_id(0) % NPARTS",
+            "xstart = tl.program_id(0) // NPARTS",
+            "xstep = tl.num_programs(0) // NPARTS",
+            "rindex = part * RBLOCK + tl.arange(0, RBLOCK)[None, :]",
+            "rmask = rindex < rnumel",
+            *self.decompose_lines("rindex", inner_sizes, rs),
+            "xindex = xstart + tl.zeros([1, 1], tl.int32)",
+            "xmask = xindex < xnumel",
+            *self.decompose_lines("xindex", outer_sizes, xs),
+        ]
+        # the first row's loads, before the loop; the loop loads the next row's into <name>_next
+        carried, seen = [], set()
+        for load in (ld for _, _, e, _ in stats.reductions for ld in _loads(e)):
+            if load not in seen:
+                seen.add(load)
+                name = self.emit(load, pre, pre, mask, "xmask")
+                if sympy.sympify(load.index).free_symbols & set(xs):
+                    carried.append((name, load))
+        body = Scope(pre)
+        body.lines += ["xindex = xrow + tl.zeros([1, 1], tl.int32)", "xmask = xindex < xnumel"]
+        body.lines += self.decompose_lines("xindex", outer_sizes, xs)
+        published, merges = [], []  # partial names in workspace order; how each reduction merges
+        pairs = {pair.total: pair for pair in self.welford.get(0, [])}
+        for buf, rtype, expr, _ in stats.reductions:
+            v = self.emit(expr, body, body, mask, "xmask")
+            acc, pair = self.acc_name(buf), pairs.get(buf)
+            if isinstance(pair, WelfordPair):  # this part's mean, M2 and count
+                n, mean, dev, m2 = f"{acc}_n", f"{acc}_mean", f"{acc}_dev", f"{acc}_m2"
+                body.lines += [f"{n} = tl.sum(tl.where({mask}, 1.0, 0.0), 1)[:, None]",
+                               f"{mean} = tl.sum(tl.where({mask}, {v}, 0.0), 1)[:, None] / tl.maximum({n}, 1.0)",
+                               f"{dev} = tl.where({mask}, {v} - {mean}, 0.0)",
+                               f"{m2} = tl.sum({dev} * {dev}, 1)[:, None]"]  # fmt: skip
+                published += [(mean, 0), (m2, 0), (n, 0)]
+                merges.append((pair, [f"wf_{acc}_mean", f"wf_{acc}_m2", f"wf_{acc}_n"]))
+            elif pair is not None:  # online softmax: this part's max and its sum of exp(x - max)
+                mx, total = f"{acc}_max", f"{acc}_sum"
+                body.lines += [f'{mx} = tl.max(tl.where({mask}, {v}, float("-inf")), 1)[:, None]',
+                               f'{total} = tl.sum(tl.where({mask}, tl.exp({v} - tl.where({mx} == float("-inf"), '
+                               f"0.0, {mx})), 0.0), 1)[:, None]"]  # fmt: skip
+                published += [(mx, 'float("-inf")'), (total, 0)]
+                merges.append((pair, [f"os_{acc}_max", f"os_{acc}_sum"]))
+            else:
+                part = f"{acc}_part"
+                body.lines.append(
+                    f"{part} = {TRITON_REDUCE[rtype].format(f'tl.where({mask}, {v}, {TRITON_INIT[rtype]})')}"
+                )
+                published.append((part, TRITON_INIT[rtype]))
+                merges.append(((buf, rtype), [f"{acc}_tile"]))
+        if carried:
+            body.lines += ["xnext = xindex + xstep", "xmask_next = xnext < xnumel"]
+            body.lines += self.decompose_lines("xnext", outer_sizes, [f"{x}_next" for x in xs])
+            rename = {x: sympy.Symbol(f"{x}_next") for x in xs}
+            for name, load in carried:
+                index = sympy.sympify(load.index).xreplace(rename)
+                m = "xmask_next & rmask" if depends_on(load, self.inner_syms) else "xmask_next"
+                body.lines.append(f"{name}_next = tl.load({self.ptrs[load.buf]} + {tile_index(index)}, {m}, other=0)")
+        k = len(published)
+        body.lines.append(f"wslot = ws_ptr + (xrow * NPARTS + part) * {k}")
+        body.lines += [f"tl.store(wslot + {i} + 0 * xindex, {name})" for i, (name, _) in enumerate(published)]
+        body.lines += [
+            "tl.debug_barrier()  # the partials are written before this program arrives",
+            'tl.atomic_add(cnt_ptr + xrow, 1, sem="release")',
+            'arrived = tl.atomic_add(cnt_ptr + xrow, 0, sem="acquire")',
+            "while arrived < NPARTS:  # every part of the row is running (cooperative launch)",
+            '    arrived = tl.atomic_add(cnt_ptr + xrow, 0, sem="acquire")',
+            "tl.debug_barrier()",
+            "sindex = tl.arange(0, NPARTS_P2)[None, :]",
+            f"sslot = ws_ptr + (xrow * NPARTS + sindex) * {k}",
+        ]
+        tiles = [t for _, names in merges for t in names]
+        for i, ((_, other), tile) in enumerate(zip(published, tiles, strict=True)):
+            # .cg: from L2, where the other programs' partials are, not this SM's L1
+            body.lines.append(f"{tile} = tl.load(sslot + {i}, sindex < NPARTS, other={other}, cache_modifier='.cg')")
+        for what, _ in merges:
+            if isinstance(what, WelfordPair):
+                self.welford_finish(what, body)
+            elif isinstance(what, OnlineSoftmaxPair):
+                self.online_softmax_finish(what, body)
+            else:
+                buf, rtype = what
+                acc = self.acc_name(buf)
+                body.lines.append(f"{acc} = {TRITON_REDUCE[rtype].format(acc + '_tile')}")
+                self.accs[buf] = acc
+        self.phase(out, body, body, looped=False)
+        for buf, index, expr, _ in self.plan.outer_stores:  # one value a row: written by part 0
+            v = self.emit(expr, body, body, "xmask", "xmask")
+            body.lines.append(
+                f"tl.store({self.ptrs[buf]} + {tile_index(index)}, {v}, xmask & (0 * xindex + part == 0))"
+            )
+        body.lines += [f"{name} = {name}_next" for name, _ in carried]
+        args = ", ".join(self.arg_names())
+        lines = pre.lines + ["for xrow in range(xstart, xnumel, xstep):"] + ["    " + ln for ln in body.lines]
+        return f"@triton.jit\ndef {self.name}({args}):\n" + "\n".join("    " + ln for ln in lines)
 
     def phase(self, phase, outer: Scope, shared, looped: bool, welford: list = (), rstart: str = "", backwards=False):
         _, inner_sizes = self.plan.group
@@ -599,7 +768,7 @@ class TritonKernel(Kernel):
         if not self.reduction:
             return min(next_pow2(self.xnumel * self.rnumel), 1024)
         if not self.persistent:
-            return 1  # a looped row is walked by one program; more rows a program only overflow L2
+            return 1  # a looped row is walked by one program (a split row by NPARTS); more only overflow L2
         return max(1, min(next_pow2(self.xnumel), PROGRAM_TILE // self.rblock))
 
     def num_warps(self) -> int:
@@ -607,6 +776,8 @@ class TritonKernel(Kernel):
         (a looped row: LOOPED_ELEMENTS_PER_THREAD elements a thread a step, 2 to 32 warps)."""
         if not self.reduction:
             return 4
+        if self.row_parts:  # a part of 8192 elements: 16 warps, 16 a thread
+            return reduction_warps(self.rblock)
         if not self.persistent:
             return max(2, min(32, self.rblock // (32 * LOOPED_ELEMENTS_PER_THREAD)))
         return reduction_warps(self.xblock() * self.rblock)
@@ -617,19 +788,38 @@ class TritonKernel(Kernel):
         site that, on a GPU, skips Triton's JIT dispatch after the first launch."""
         if self.split:
             return self.split_launcher()
+        if self.row_parts:
+            return self.row_split_launcher()
         names = ", ".join(self.ptrs.values())
         total = self.xnumel * (1 if self.reduction else self.rnumel)
         site = self.launch_site(self.name, -(-total // self.xblock()), self.num_warps())
         return "\n".join([site, "", "", f"def launch_{self.name}({names}):", f"    site_{self.name}({names})"])
 
-    def launch_site(self, kernel: str, programs: int, num_warps: int) -> str:
+    def launch_site(self, kernel: str, programs: int, num_warps: int, extra: str = "") -> str:
         """One ``site_<kernel> = DirectLaunch(...)`` line: ``kernel[(programs,)](tensors..., xnumel,
         rnumel, **constexprs, num_warps=...)`` with the grid computed now, not per call."""
         consts = ", ".join(f"{k}={v}" for k, v in self.constexprs().items())
         return (
             f"site_{kernel} = DirectLaunch({kernel}, grid=({programs},), ints=({self.xnumel}, {self.rnumel}), "
-            f"constexprs=dict({consts}), num_warps={num_warps})"
+            f"constexprs=dict({consts}), num_warps={num_warps}{extra})"
         )
+
+    def row_split_launcher(self) -> str:
+        """The partials (``row_values`` floats a part and row) and the per-row arrival counters,
+        zeroed every call, then the launch; ``row_split=`` makes the site size its grid to what the
+        GPU holds at once and launch it cooperatively (see DirectLaunch)."""
+        names = ", ".join(self.ptrs.values())
+        device = f"{next(iter(self.ptrs.values()))}.device"
+        size = self.xnumel * self.row_parts * self.row_values()
+        site = self.launch_site(
+            self.name, self.xnumel * self.row_parts, self.num_warps(), f", row_split={self.row_parts}"
+        )
+        return "\n".join(
+            [site, "", "", f"def launch_{self.name}({names}):",
+             f"    ws_ptr = torch.empty({size}, dtype=torch.float32, device={device})",
+             f"    cnt_ptr = torch.zeros({self.xnumel}, dtype=torch.int32, device={device})",
+             f"    site_{self.name}({names}, ws_ptr, cnt_ptr)"]
+        )  # fmt: skip
 
     def split_launcher(self) -> str:
         """Allocate the partials (one float per program and reduction), then launch both kernels."""
@@ -645,7 +835,20 @@ class TritonKernel(Kernel):
         )  # fmt: skip
 
 
-def module_source(kernels, persistent_rnumel: int | None = None) -> str:
+def row_split_available() -> bool:
+    """May long rows be split (ROW_SPLIT)? Only where kernels run natively on a GPU whose Triton can
+    launch cooperatively: Triton's interpreter runs programs one after another, and a part waiting
+    for the parts after it would wait forever."""
+    from course_lib import compat, env
+
+    if not ROW_SPLIT or os.environ.get("COURSE_ROW_SPLIT") == "0" or os.environ.get("TRITON_INTERPRET") == "1":
+        return False
+    return env.mode() == "gpu" and compat.triton_cooperative_launch()
+
+
+def module_source(kernels, persistent_rnumel: int | None = None, row_split: bool | int = False) -> str:
+    """The Triton module of ``kernels``; ``row_split`` as :class:`TritonKernel` takes it (the backend
+    passes :func:`row_split_available`; True here shows what a GPU would run)."""
     persistent_rnumel = persistent_rnumel or PERSISTENT_RNUMEL
     parts = [
         "import triton",
@@ -657,7 +860,7 @@ def module_source(kernels, persistent_rnumel: int | None = None) -> str:
     body = []
     first_with: dict[str, str] = {}  # kernel source with its name blanked -> the first kernel that had it
     for k in kernels:
-        tk = TritonKernel(k.name, k.plan, persistent_rnumel)
+        tk = TritonKernel(k.name, k.plan, persistent_rnumel, row_split)
         src = tk.source()
         same = first_with.setdefault(canonical_source(src, k.name), k.name)
         if same != k.name:  # a repeated block (12 identical layers): one function, compiled once
@@ -667,7 +870,7 @@ def module_source(kernels, persistent_rnumel: int | None = None) -> str:
         for kind, helper in ((WelfordPair, WELFORD_COMBINE), (OnlineSoftmaxPair, ONLINE_SOFTMAX_COMBINE)):
             if kind in kinds and helper not in parts:
                 parts += [helper]
-        if tk.split and "import torch" not in parts:
+        if (tk.split or tk.row_parts) and "import torch" not in parts:
             parts.insert(0, "import torch")  # the launcher allocates the partials
     return "\n".join(parts + body)
 
@@ -678,14 +881,16 @@ def canonical_source(source: str, name: str) -> str:
     return re.sub(rf"\bdef {name}(_partial)?\(", r"def KERNEL\1(", source)
 
 
-def build(kernels, graph, persistent_rnumel: int | None = None):
+def build(kernels, graph, persistent_rnumel: int | None = None, row_split: bool | int | None = None):
     """The Triton backend of :data:`course_lib.inductor.compile_fx.BACKENDS`: write the module
     under the cache (``triton.jit`` needs a real file), import it, and return
-    ``(source, {kernel name: launcher}, pointer_args=False)``."""
+    ``(source, {kernel name: launcher}, pointer_args=False)``. ``row_split`` None: where
+    :func:`row_split_available`."""
     from course_lib import env
 
     dtypes = graph if isinstance(graph, dict) else {b.name: b.dtype for b in graph.buffers}
-    source = module_source(kernels, persistent_rnumel)
+    row_split = row_split_available() if row_split is None else row_split
+    source = module_source(kernels, persistent_rnumel, row_split)
     key = env.artefact_key(source)
     path = env.artefact("inductor", f"triton_{key}.py", lambda tmp: tmp.write_text(source))
     spec = importlib.util.spec_from_file_location(f"course_triton_{key}", path)
@@ -697,7 +902,7 @@ def build(kernels, graph, persistent_rnumel: int | None = None):
     fns = {}
     for k in kernels:
         launch = getattr(mod, f"launch_{k.name}")
-        tk = TritonKernel(k.name, k.plan, persistent_rnumel or PERSISTENT_RNUMEL)
+        tk = TritonKernel(k.name, k.plan, persistent_rnumel or PERSISTENT_RNUMEL, row_split)
         launch.jit_fn = getattr(mod, k.name)  # the kernel that stores the outputs
         launch.signature = {
             **{p: "*" + TRITON_SIG[dtypes.get(b, "float32")] for b, p in tk.ptrs.items()},
@@ -707,6 +912,7 @@ def build(kernels, graph, persistent_rnumel: int | None = None):
             **{c: "constexpr" for c in tk.constexprs()},
         }
         launch.constexprs = tk.constexprs()
+        launch.options = {"launch_cooperative_grid": True} if tk.row_parts else {}  # what the JIT keys on too
         launch.num_warps = tk.stages()[-1][1]
         launch.int_args = {"xnumel": tk.xnumel, "rnumel": tk.rnumel}  # the JIT specialises on their values
         # every @triton.jit function the launch runs (two for a split reduction), with its num_warps

@@ -1,0 +1,155 @@
+"""A long row split over the programs of a cooperative launch (codegen.triton ROW_SPLIT).
+
+The parts of a row wait for each other, which Triton's interpreter (one program at a time) can run
+only with one part a row: on the CPU the whole generated kernel runs that way (partials published,
+the counter, the merge through the same combine rules, the row groups walking several rows each, the
+next row loaded before the wait). Several parts a row are compiled for sm_90 by Triton's real
+compiler here, and run against eager on a GPU (the last tests, skipped without CUDA).
+"""
+
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+from test_inductor_triton_reductions import _compile  # make_fx with the course's decompositions, then Triton
+
+from course_lib import compat
+from course_lib.inductor import launcher
+from course_lib.inductor.codegen import triton as tcg
+
+
+@pytest.fixture
+def split(monkeypatch):
+    """Rows past 8 elements are long; the backend may split them, parts of up to 64 elements."""
+    monkeypatch.setattr(tcg, "PERSISTENT_RNUMEL", 8)
+    monkeypatch.setattr(tcg, "LOOPED_RBLOCK", 8)
+    monkeypatch.setattr(tcg, "ROW_SPLIT_PART", 64)
+    monkeypatch.setattr(tcg, "row_split_available", lambda: True)
+
+
+def _sites(c) -> list:
+    """The launch sites of a compiled graph's Triton module."""
+    module = c.call.__globals__["kernel0"].__globals__
+    return [v for k, v in module.items() if k.startswith("site_")]
+
+
+def _layernorm(x, w, b):
+    return (F.layer_norm(x, (x.shape[-1],), w, b),)
+
+
+def _softmax(x, w, b):
+    return (torch.softmax(x * 2, -1),)
+
+
+def _rmsnorm(x, w, b):
+    return (x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w,)
+
+
+def _max_and_sum_with_row_outputs(x, w, b):
+    """Two plain reductions merged side by side, and a value a row (an outer store, part 0's)."""
+    return (x - x.amax(-1, keepdim=True) + x.sum(-1, keepdim=True), x.amin(-1))
+
+
+@pytest.mark.parametrize("fn", [_layernorm, _softmax, _rmsnorm, _max_and_sum_with_row_outputs])
+def test_one_part_a_row_runs_the_whole_kernel_in_the_interpreter(split, fn):
+    """7 rows of 37 (a masked tail of the 64-lane part), 3 row groups: each program walks 2 or 3 rows."""
+    torch.manual_seed(0)
+    x, w, b = torch.randn(7, 37) * 2 + 0.5, torch.randn(37), torch.randn(37)
+    c = _compile(fn, x, w, b)
+    code = c.kernel_code
+    assert "row_split=1" in code and 'sem="release"' in code and "for xrow in range(xstart, xnumel, xstep)" in code
+    assert "for roffset" not in code, code  # no looped pass left: the row is read once
+    for got, ref in zip(c(x, w, b), fn(x, w, b), strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+    (site,) = _sites(c)
+    assert site.grid == (launcher.INTERPRETER_ROW_GROUPS, 1, 1)  # sized at the first launch, not 7
+
+
+def test_welford_and_softmax_partials_merge_like_the_rows_lanes(split):
+    """The merge reuses the looped row's combine functions over the parts' partials."""
+    x, w, b = torch.randn(3, 37), torch.randn(37), torch.randn(37)
+    code = _compile(lambda x, w, b: (*_layernorm(x, w, b), *_softmax(x, w, b)), x, w, b).kernel_code
+    assert "tl.reduce((wf_acc0_mean, wf_acc0_m2, wf_acc0_n), 1, welford_combine)" in code, code
+    assert "online_softmax_combine)" in code and "ws_ptr + (xrow * NPARTS + part) * 5" in code
+
+
+def test_several_parts_a_row_refuse_to_run_in_the_interpreter(split, monkeypatch):
+    """Parts of 16: a 37-row needs 3 programs waiting for each other. On the CPU the launch says why
+    it cannot run instead of spinning forever."""
+    monkeypatch.setattr(tcg, "ROW_SPLIT_PART", 16)
+    x, w, b = torch.randn(2, 37), torch.randn(37), torch.randn(37)
+    c = _compile(_layernorm, x, w, b)
+    assert "NPARTS=3, NPARTS_P2=4" in c.kernel_code and "row_split=3" in c.kernel_code, c.kernel_code
+    with pytest.raises(RuntimeError, match="interpreter runs programs one at a time"):
+        c(x, w, b)
+
+
+def test_several_parts_a_row_compile_for_sm_90(split, monkeypatch):
+    """Triton's real compiler takes the 3-part kernel. In the PTX the arrival is a release add at GPU
+    scope (``red``: its result is unused) and the spin an acquire load (Triton turns an atomic add of 0
+    into ``ld.acquire``), and nothing spills."""
+    monkeypatch.setattr(tcg, "ROW_SPLIT_PART", 16)
+    x, w, b = torch.randn(2, 37), torch.randn(37), torch.randn(37)
+    stages = tcg.compile_to_ptx(_compile(_layernorm, x, w, b), "sm_90", aligned=False)
+    (stage,) = stages.values()
+    ptx = stage["ptx"]
+    assert re.search(r"(red|atom)\.global\.gpu\.release\.add", ptx), ptx
+    assert re.search(r"(ld|atom)\.global\.gpu\.acquire", ptx) and stage.metadata["spills"] == 0
+
+
+@pytest.mark.parametrize("code_of", ["cross_entropy", "no_stores"])
+def test_what_is_not_row_split(split, code_of):
+    """A gather (cross entropy's target logit) and a reduction with no per-element output stay looped."""
+    x = torch.randn(4, 37)
+    if code_of == "cross_entropy":
+        t = torch.tensor([1, 0, 36, 5])
+        code = _compile(lambda x, t: (F.cross_entropy(x, t, reduction="none"),), x, t).kernel_code
+    else:
+        code = _compile(lambda x: (x.sum(-1), x.amax(-1)), x).kernel_code
+    assert "row_split=" not in code
+
+
+def test_the_backend_splits_rows_only_where_a_gpu_launches_cooperatively(monkeypatch):
+    monkeypatch.setattr(tcg, "ROW_SPLIT", True)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert not tcg.row_split_available()
+    monkeypatch.delenv("TRITON_INTERPRET")
+    monkeypatch.setenv("COURSE_ROW_SPLIT", "0")
+    assert not tcg.row_split_available()
+
+
+def test_this_triton_can_launch_cooperatively():
+    """The CPU's Triton (3.9) and the GPU machine's (3.6) both have the launch option."""
+    assert compat.triton_cooperative_launch()
+
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@cuda
+@pytest.mark.parametrize("n", [65536, 65536 + 4100, 3 * 8192])
+def test_long_rows_on_the_gpu_match_eager(n):
+    """Rows of 65536 (8 parts), of 69636 (9 parts, the last one partly masked) and of 24576 forced
+    past the persistent limit: layer norm, softmax and their statistics (mean, rstd as a training
+    graph saves them) against eager, the grid no larger than what the GPU holds at once."""
+    torch.manual_seed(0)
+    x = torch.randn(300, n, device="cuda") * 3 + 1
+    w, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    limit = tcg.PERSISTENT_RNUMEL
+    try:
+        tcg.PERSISTENT_RNUMEL = min(limit, n - 1)
+
+        def f(x, w, b):
+            return (*_layernorm(x, w, b), *_softmax(x, w, b), *torch.var_mean(x, -1, correction=0))
+
+        c = _compile(f, x, w, b)
+    finally:
+        tcg.PERSISTENT_RNUMEL = limit
+    assert tcg.row_split_available() and "row_split=" in c.kernel_code, c.kernel_code
+    for _ in range(3):  # the counters are zeroed each call
+        for got, ref in zip(c(x, w, b), f(x, w, b), strict=True):
+            torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
+    sites = [s for s in _sites(c) if s.row_split]
+    assert sites and all(s.grid[0] % s.row_split == 0 and s.grid[0] <= 300 * s.row_split for s in sites)
+    assert all(s.bound for s in sites)  # later launches skip the JIT, still cooperative (the binary's metadata)
