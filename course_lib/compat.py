@@ -1078,7 +1078,7 @@ def triton_launch_binding(compiled):
     if any(_hook_active(h) for h in hooks):
         return None
     compiled._init_handles()  # loads the binary on the current device (a no-op after the first launch)
-    return Binding(compiled.run, compiled.function, compiled.packed_metadata)
+    return Binding(compiled.run, compiled.function, compiled.packed_metadata, triton_static_launcher(compiled))
 
 
 def triton_cooperative_launch() -> bool:
@@ -1116,6 +1116,59 @@ def triton_resident_programs(compiled, num_warps: int) -> int:
                      getattr(props, "max_threads_per_multi_processor", 2048) // (32 * num_warps),
                      getattr(props, "shared_memory_per_multiprocessor", 0) // (shared + 1024), 32)  # fmt: skip
     return max(0, per_sm) * props.multi_processor_count
+
+
+def triton_static_launcher(compiled):
+    """torch's C++ launcher for a loaded Triton binary: ``torch._C._StaticCudaLauncher._launch_kernel``,
+    what Inductor's ``StaticallyLaunchedCudaKernel.run`` (``torch/_inductor/runtime/static_triton_launcher.py``)
+    calls. It reads the tensors' pointers in C++ and calls ``cuLaunchKernel`` with the binary's own
+    CUfunction: no Python between the call and the driver. Returns ``(launch, *triton_static_signature)``
+    with ``launch(function, gx, gy, gz, num_warps, shared, arg_types, args, stream)``, or None where this
+    torch has no such launcher (CPU builds) or the binary needs what it does not do."""
+    try:
+        import torch
+
+        launch = torch._C._StaticCudaLauncher._launch_kernel
+    except (ImportError, AttributeError):
+        return None
+    signature = triton_static_signature(compiled)
+    return None if signature is None else (launch, *signature)
+
+
+def triton_static_signature(compiled):
+    """What torch's static launcher needs to launch ``compiled`` besides the tensors:
+    ``(arg_types, constants, extra, num_warps, shared)``. ``arg_types``: one letter a passed argument,
+    Inductor's encoding read from the binary's signature (``O`` a pointer, ``i`` an int32...);
+    ``constants``: the parameter indices Triton compiled in (constexprs, ints specialised to 1), not
+    passed; ``extra``: the trailing null scratch pointers newer Tritons add to every kernel. None where
+    the binary needs scratch memory, several CTAs, or a cooperative or programmatic-dependent launch, or
+    this torch reads signatures differently."""
+    cls = None
+    for name in ("static_triton_launcher", "static_cuda_launcher"):  # torch 2.13, earlier
+        try:
+            module = importlib.import_module(f"torch._inductor.runtime.{name}")
+        except ImportError:
+            continue
+        cls = getattr(module, "StaticallyLaunchedCudaKernel", None)
+        break
+    md = getattr(compiled, "metadata", None)
+    if cls is None or md is None or getattr(md, "num_ctas", 1) != 1:
+        return None
+    if getattr(md, "launch_cooperative_grid", False) or getattr(md, "launch_pdl", False):
+        return None
+    extra = []
+    for size in ("global_scratch_size", "profile_scratch_size"):
+        if hasattr(md, size):
+            if getattr(md, size) > 0:
+                return None
+            extra.append(None)  # the kernel still takes the pointer: pass null, as Inductor does
+    try:
+        reader = cls.__new__(cls)  # only its signature reader: no cubin loaded, no launch hooks checked
+        types = reader.arg_ty_from_signature(compiled.src)
+        constants = frozenset(reader.full_constexprs)
+    except Exception:  # another torch spells it differently: stay on Triton's launcher
+        return None
+    return types + "O" * len(extra), constants, tuple(extra), md.num_warps, md.shared
 
 
 def triton_device_and_stream():

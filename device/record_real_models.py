@@ -16,7 +16,8 @@ backward) after 3 warm-up steps, ``torch.cuda.synchronize()`` before and after e
 
 Launch overhead (issue 21): the course job times its compiled model twice, launching each Triton
 kernel directly (``course_ms``, course_lib.inductor.launcher) and through Triton's JIT dispatch
-(``course_jit_ms``, ``launcher.set_direct(False)``); on CUDA a third job per model compiles with
+(``course_jit_ms``, ``launcher.set_direct(False)``), and directly through Triton's Python launcher
+instead of torch's C++ one (``course_triton_launcher_ms``, ``launcher.set_static(False)``); on CUDA a third job per model compiles with
 ``COURSE_CUDAGRAPHS=1`` (each graph replayed as one CUDA graph, ``course_cg_ms``) and checks the
 gradients of a step taken while replaying (``cg_grad_error``). ``launch_overhead_us`` in the meta
 times one tiny kernel's launch each way (``RECORD_CUDAGRAPHS=0`` drops the CUDA-graph jobs).
@@ -84,6 +85,11 @@ def _job(kind: str, name: str, device: str, barrier, lock, out: str) -> None:
                 launcher.set_direct(False)
                 row["course_jit_ms"] = real_models.step_ms(keep["twin"], keep["compiled"], keep["inputs"])
                 launcher.set_direct(True)
+                # direct launches through Triton's Python launcher instead of torch's C++ one
+                row["static_sites"] = sum(s.static for s in launcher.sites())
+                launcher.set_static(False)
+                row["course_triton_launcher_ms"] = real_models.step_ms(keep["twin"], keep["compiled"], keep["inputs"])
+                launcher.set_static(True)
             elif kind == "course_cg":
                 from course_lib.inductor import cudagraphs
 

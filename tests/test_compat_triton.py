@@ -112,3 +112,30 @@ def test_triton_kernel_resources():
             self.loaded = True
 
     assert compat.triton_kernel_resources(Loaded()) == {"shared": 213016, "registers": 161, "spills": 0}
+
+
+def test_triton_static_signature_of_a_real_binary():
+    """``add(x_ptr, y_ptr, out_ptr, n, BLOCK: constexpr)`` compiled for sm_90 by Triton's real compiler:
+    torch's static launcher passes three pointers and an int32, BLOCK is compiled in, and each scratch
+    pointer this Triton adds to every kernel goes at the end as null."""
+    import triton
+
+    from course_lib.triton.compile import gpu_target
+
+    src = compat.triton_ast_source(*kernels.signature("add"))
+    with compat.triton_compile_scope(kernels.add_kernel):
+        compiled = triton.compile(src, target=gpu_target("sm_90"))
+    types, constants, extra, warps, shared = compat.triton_static_signature(compiled)
+    assert types == "OOOi" + "O" * len(extra) and all(e is None for e in extra), "static launcher signature changed"
+    assert constants == {4} and warps == compiled.metadata.num_warps and shared == compiled.metadata.shared
+
+
+def test_triton_static_launcher_needs_a_cuda_torch():
+    import torch
+
+    if not hasattr(torch._C, "_StaticCudaLauncher"):
+        assert compat.triton_static_launcher(object()) is None
+
+
+def test_triton_cooperative_launch():
+    assert compat.triton_cooperative_launch(), "CUDAOptions lost launch_cooperative_grid"

@@ -154,6 +154,26 @@ def test_generated_module_launches_through_sites_in_the_interpreter():
     assert sites and all(not s.bound and "interpreter" in s.refused and s.jit_launches == 2 for s in sites)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("static", ["1", "0"])
+def test_generated_module_launches_directly_on_the_gpu(static, monkeypatch):
+    """On a GPU every site binds after its first launch; with torch's C++ launcher where this torch
+    has one (``COURSE_STATIC_LAUNCH=0``: Triton's). Odd sizes (an int specialised to 1 is a constant
+    the static launcher must not pass) and repeated calls still match eager."""
+    monkeypatch.setenv("COURSE_STATIC_LAUNCH", static)
+    torch.manual_seed(0)
+    for rows, cols in ((8, 48), (1, 33), (5, 4096)):
+        x, w = torch.randn(rows, cols, device="cuda"), torch.randn(cols, device="cuda")
+        gm = compat.make_fx(_ln_gelu, x, w, decompositions=decomp.DECOMPOSITIONS)
+        c = ind.compile_graph(gm, [x, w], codegen="triton")
+        for _ in range(3):
+            torch.testing.assert_close(c(x, w)[0], _ln_gelu(x, w), rtol=1e-4, atol=1e-4)
+        sites = [v for v in c.call.__globals__["kernel0"].__globals__.values() if isinstance(v, DirectLaunch)]
+        assert sites and all(s.bound and s.jit_launches == 1 for s in sites), sites
+        expect = static == "1" and hasattr(torch._C, "_StaticCudaLauncher")
+        assert all(s.static == expect for s in sites), [s.refused for s in sites]
+
+
 def test_compat_triton_still_launches_the_way_direct_launch_copies():
     """Triton's JIT launch is ``kernel.run(grid_0, grid_1, grid_2, stream, kernel.function,
     kernel.packed_metadata, launch_metadata, enter, exit, *bound_args.values())``: if an upgrade
@@ -403,3 +423,78 @@ def test_a_row_split_with_no_room_for_its_parts_says_so():
     site = _row_split_site(FakeKernel(), resident=4)
     with pytest.raises(RuntimeError, match="do not fit the GPU at once"):
         site(FakeTensor(4096), FakeTensor(8192))
+
+
+# ---------------------------------------------------------------------------
+# torch's C++ launcher (torch._C._StaticCudaLauncher), where the binary allows it
+# ---------------------------------------------------------------------------
+
+
+class StaticRuntime(FakeRuntime):
+    """A binding that offers a static launcher with the given argument types, constants and extras."""
+
+    def __init__(self, types, constants, extra=()):
+        super().__init__()
+        self.static_calls = []
+        self.static = (lambda *a: self.static_calls.append(a), types, frozenset(constants), extra, 4, 1024)
+
+    def binding(self, compiled):
+        return Binding(lambda *a: self.runs.append(a), 77, "packed", self.static)
+
+
+@pytest.mark.parametrize(
+    ("types", "constants", "extra", "passed"),
+    [
+        ("OOii", {4, 5}, (), (96, 32)),  # XBLOCK, RBLOCK compiled in
+        ("OOiO", {3, 4, 5}, (None,), (96, None)),  # rnumel specialised too; a null scratch pointer at the end
+    ],
+)
+def test_later_launches_go_through_torchs_cpp_launcher_without_the_constants(types, constants, extra, passed):
+    rt = StaticRuntime(types, constants, extra)
+    site = _site(runtime=rt)
+    a, b = FakeTensor(4096), FakeTensor(8192)
+    site(a, b)
+    site(a, b)
+    assert site.static and rt.runs == []
+    # (function, gx, gy, gz, num_warps, shared, types, every passed argument, stream)
+    assert rt.static_calls == [(77, 6, 1, 1, 4, 1024, types, (a, b, *passed), 1000)]
+
+
+def test_a_static_launcher_whose_types_do_not_match_is_not_used():
+    rt = StaticRuntime("OOi", {4, 5})  # one letter short: the signature was read wrongly
+    site = _site(runtime=rt)
+    a, b = FakeTensor(4096), FakeTensor(8192)
+    site(a, b)
+    site(a, b)
+    assert site.bound and not site.static and len(rt.runs) == 1 and rt.static_calls == []
+
+
+def test_a_row_split_keeps_tritons_cooperative_launcher():
+    rt = StaticRuntime("OOii", {4, 5})
+    site = DirectLaunch(FakeKernel(), grid=(16,), ints=(2, 32), constexprs={"XBLOCK": 1, "RBLOCK": 16},
+                        num_warps=16, runtime=rt, row_split=2)  # fmt: skip
+    rt.compile = lambda *a: "binary"
+    rt.resident_programs = lambda *a: 8
+    a, b = FakeTensor(4096), FakeTensor(8192)
+    site(a, b)
+    site(a, b)
+    assert site.bound and not site.static and len(rt.runs) == 1
+
+
+def test_set_static_false_rebinds_to_tritons_launcher():
+    rt = StaticRuntime("OOii", {4, 5})
+    kernel = FakeKernel()
+    site = _site(kernel, rt)
+    a, b = FakeTensor(4096), FakeTensor(8192)
+    site(a, b)
+    assert site.static
+    try:
+        launcher.set_static(False, [site])
+        site(a, b)  # binds again, through the JIT
+        site(a, b)
+        assert site.bound and not site.static and len(kernel.calls) == 2 and len(rt.runs) == 1
+    finally:
+        launcher.set_static(True, [site])
+    site(a, b)
+    site(a, b)
+    assert site.static and len(rt.static_calls) == 1

@@ -45,6 +45,15 @@ def direct_enabled() -> bool:
     return os.environ.get(DIRECT_ENV, "1") != "0"
 
 
+#: ``COURSE_STATIC_LAUNCH=0`` keeps direct launches on Triton's own launcher (not torch's C++ one).
+STATIC_ENV = "COURSE_STATIC_LAUNCH"
+_static_on = True  # set_static
+
+
+def static_enabled() -> bool:
+    return _static_on and os.environ.get(STATIC_ENV, "1") != "0"
+
+
 #: Every live launch site, so a benchmark can report on them and time the JIT path in the same process
 #: (weak: a site goes when its compiled graph does).
 _SITES: weakref.WeakSet = weakref.WeakSet()
@@ -61,6 +70,16 @@ def set_direct(on: bool, sites_=None) -> None:
         site.unbind(None if on else "set_direct(False)")
 
 
+def set_static(on: bool, sites_=None) -> None:
+    """Bind direct launches to torch's C++ launcher where it can (the default) or to Triton's own
+    Python launcher: each site binds again at its next launch (for measuring the difference)."""
+    global _static_on
+    _static_on = on
+    for site in sites() if sites_ is None else sites_:
+        if site.refused is None:
+            site.unbind(None)
+
+
 @dataclasses.dataclass(frozen=True)
 class Binding:
     """What a direct launch needs from a ``CompiledKernel`` (:func:`course_lib.compat.triton_launch_binding`)."""
@@ -68,6 +87,9 @@ class Binding:
     run: object  # the C launcher: run(gx, gy, gz, stream, function, metadata, launch_metadata, enter, exit, *args)
     function: int  # the loaded CUfunction handle
     metadata: object  # the backend's packed metadata (num_warps, shared memory, ...)
+    # torch's C++ launcher, where it can launch this binary (compat.triton_static_launcher):
+    # (launch, arg_types, constant parameter indices, trailing null pointers, num_warps, shared bytes)
+    static: tuple | None = None
 
 
 class CompatRuntime:
@@ -130,6 +152,8 @@ class DirectLaunch:
         self._stream = None
         self._bound_device = None
         self._tail = ()  # the non-tensor arguments in the kernel's parameter order
+        self._static = None  # torch's C++ launcher and what it takes besides the tensors (see _bind)
+        self._static_args = ()
         _SITES.add(self)
 
     def __repr__(self) -> str:
@@ -140,9 +164,14 @@ class DirectLaunch:
     def bound(self) -> bool:
         return self._run is not None
 
+    @property
+    def static(self) -> bool:
+        """Bound to torch's C++ launcher (``torch._C._StaticCudaLauncher``), not Triton's."""
+        return self._static is not None
+
     def unbind(self, reason: str | None) -> None:
         """Forget the bound binary; ``reason`` None lets the next aligned launch bind again."""
-        self._run = None
+        self._run = self._static = None
         self.refused = reason
 
     def __call__(self, *tensors):
@@ -154,6 +183,16 @@ class DirectLaunch:
             device = self._device()
             if not ptrs & 15 and device == self._bound_device:
                 gx, gy, gz = self.grid
+                static = self._static
+                if static is not None:  # torch's C++ launcher: the arguments parsed in C++
+                    launch, types, warps, shared = static
+                    try:
+                        launch(self._function, gx, gy, gz, warps, shared, types, (*tensors, *self._static_args),
+                               self._stream(device))  # fmt: skip
+                        return None
+                    except (TypeError, ValueError, RuntimeError) as exc:
+                        self.unbind(f"static launch refused: {type(exc).__name__}: {exc}".splitlines()[0])
+                        return self.jit_launch(tensors)
                 # the JIT's own call, minus the dispatch: (grid, stream, function, metadata,
                 # launch_metadata=None and no hooks, then every argument in parameter order)
                 try:
@@ -223,6 +262,14 @@ class DirectLaunch:
         self._bound_device = self._device()
         self._tail = (*self.ints, *self.constexprs.values())
         self._run, self._function, self._metadata = binding.run, binding.function, binding.metadata
+        self._static = None
+        if binding.static is not None and not self.row_split and static_enabled():  # cooperative: Triton's
+            launch, types, constants, extra, warps, shared = binding.static
+            if not any(i in constants for i in range(n_tensors)):
+                first = n_tensors  # parameter index of the first non-tensor argument
+                passed = tuple(v for i, v in enumerate(self._tail, start=first) if i not in constants)
+                if len(types) == n_tensors + len(passed) + len(extra):
+                    self._static, self._static_args = (launch, types, warps, shared), (*passed, *extra)
         return None
 
 
