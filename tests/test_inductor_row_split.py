@@ -50,7 +50,21 @@ def _max_and_sum_with_row_outputs(x, w, b):
     return (x - x.amax(-1, keepdim=True) + x.sum(-1, keepdim=True), x.amin(-1))
 
 
-@pytest.mark.parametrize("fn", [_layernorm, _softmax, _rmsnorm, _max_and_sum_with_row_outputs])
+def _softmax_backward(g, y, b):
+    """softmax's input gradient: one sum a row, then every element (``_softmax_backward_data``)."""
+    return (y * (g - (g * y).sum(-1, keepdim=True)),)
+
+
+def _layernorm_backward(g, xhat, w):
+    """layer norm's input gradient, rstd taken as 1: two sums a row, then every element."""
+    gw = g * w
+    n = g.shape[-1]
+    return (gw - gw.sum(-1, keepdim=True) / n - xhat * (gw * xhat).sum(-1, keepdim=True) / n,)
+
+
+@pytest.mark.parametrize(
+    "fn", [_layernorm, _softmax, _rmsnorm, _max_and_sum_with_row_outputs, _softmax_backward, _layernorm_backward]
+)
 def test_one_part_a_row_runs_the_whole_kernel_in_the_interpreter(split, fn):
     """7 rows of 37 (a masked tail of the 64-lane part), 3 row groups: each program walks 2 or 3 rows."""
     torch.manual_seed(0)
