@@ -67,22 +67,27 @@ def main():
     site(a, b, c)
     out["site_bound"] = site.bound
     out["direct_launch_site_us"] = host_us(lambda: site(a, b, c))
+    from course_lib.inductor import launcher
+
+    out["site_static"] = site.static
+    launcher.set_static(False, [site])
+    site(a, b, c)
+    out["direct_launch_site_triton_launcher_us"] = host_us(lambda: site(a, b, c))
+    launcher.set_static(True, [site])
+    site(a, b, c)
     out["data_ptr_3_us"] = host_us(lambda: (a.data_ptr(), b.data_ptr(), c.data_ptr()))
     out["device_getter_us"] = host_us(site._device)
     out["stream_getter_us"] = host_us(lambda: site._stream(0))
-    try:  # Inductor's own launcher (torch._C._StaticCudaLauncher), on the same binary
-        try:
-            from torch._inductor.runtime.static_triton_launcher import StaticallyLaunchedCudaKernel
-        except ImportError:
-            from torch._inductor.runtime.static_cuda_launcher import StaticallyLaunchedCudaKernel
-        sk = StaticallyLaunchedCudaKernel(compiled)
-        sk.load_kernel(dev)
-        out["static_arg_tys"] = sk.arg_tys
-        out["static_run_us"] = host_us(lambda: sk.run(4, 1, 1, stream, a, b, c, 4096))
-        impl, f, nw, sh, tys = sk.C_impl, sk.function, sk.num_warps, sk.shared, sk.arg_tys
-        out["static_c_us"] = host_us(lambda: impl._launch_kernel(f, 4, 1, 1, nw, sh, tys, (a, b, c, 4096), stream))
+    try:  # torch's C++ launcher (Inductor's static launcher), as course_lib binds it
+        from course_lib import compat
+
+        launch, tys, constants, extra, nw, sh = compat.triton_static_launcher(compiled)
+        f = compiled.function
+        out["static_arg_tys"], out["static_constants"] = tys, sorted(constants)
+        out["static_c_us"] = host_us(lambda: launch(f, 4, 1, 1, nw, sh, tys, (a, b, c, 4096, *extra), stream))
+        out["static_site_bound"] = site.static
         c.zero_()
-        impl._launch_kernel(f, 4, 1, 1, nw, sh, tys, (a, b, c, 4096), stream)
+        launch(f, 4, 1, 1, nw, sh, tys, (a, b, c, 4096, *extra), stream)
         torch.cuda.synchronize()
         out["static_correct"] = bool(torch.equal(c, a + b))
     except Exception as exc:

@@ -17,6 +17,8 @@ from test_inductor_triton_reductions import _compile  # make_fx with the course'
 from course_lib.inductor import launcher
 from course_lib.inductor.codegen import triton as tcg
 
+interpreter = pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter path (CPU tensors)")
+
 
 @pytest.fixture
 def split(monkeypatch):
@@ -62,6 +64,7 @@ def _layernorm_backward(g, xhat, w):
     return (gw - gw.sum(-1, keepdim=True) / n - xhat * (gw * xhat).sum(-1, keepdim=True) / n,)
 
 
+@interpreter
 @pytest.mark.parametrize(
     "fn", [_layernorm, _softmax, _rmsnorm, _max_and_sum_with_row_outputs, _softmax_backward, _layernorm_backward]
 )
@@ -87,6 +90,7 @@ def test_welford_and_softmax_partials_merge_like_the_rows_lanes(split):
     assert "online_softmax_combine)" in code and "ws_ptr + (xrow * NPARTS + part) * 5" in code
 
 
+@interpreter
 def test_several_parts_a_row_refuse_to_run_in_the_interpreter(split, monkeypatch):
     """Parts of 16: a 37-row needs 3 programs waiting for each other. On the CPU the launch says why
     it cannot run instead of spinning forever."""
@@ -144,17 +148,18 @@ def test_long_rows_on_the_gpu_match_eager(n):
     torch.manual_seed(0)
     x = torch.randn(300, n, device="cuda") * 3 + 1
     w, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
-    limit = tcg.PERSISTENT_RNUMEL
+    limit, on = tcg.PERSISTENT_RNUMEL, tcg.ROW_SPLIT
     try:
-        tcg.PERSISTENT_RNUMEL = min(limit, n - 1)
+        tcg.PERSISTENT_RNUMEL, tcg.ROW_SPLIT = min(limit, n - 1), True
 
         def f(x, w, b):
             return (*_layernorm(x, w, b), *_softmax(x, w, b), *torch.var_mean(x, -1, correction=0))
 
+        available = tcg.row_split_available()
         c = _compile(f, x, w, b)
     finally:
-        tcg.PERSISTENT_RNUMEL = limit
-    assert tcg.row_split_available() and "row_split=" in c.kernel_code, c.kernel_code
+        tcg.PERSISTENT_RNUMEL, tcg.ROW_SPLIT = limit, on
+    assert available and "row_split=" in c.kernel_code, c.kernel_code
     for _ in range(3):  # the counters are zeroed each call
         for got, ref in zip(c(x, w, b), f(x, w, b), strict=True):
             torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)

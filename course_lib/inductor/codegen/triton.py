@@ -128,7 +128,11 @@ LOOPED_ELEMENTS_PER_THREAD = 4
 # Rows of 65536 on an H100 (bench/notes/gpu_long_rows.md, bench/proto_row_coop.py): parts of 8192 at
 # 16 warps, the next row's part loaded before the wait, reached 0.86 (layernorm) and 0.89 (softmax) of
 # copy bandwidth, where the looped kernel reads the row twice (0.67 / 0.70 on the H200).
-ROW_SPLIT = True  # ``COURSE_ROW_SPLIT=0`` turns it off too
+# Measured on the H200 at 569f991 (triton 3.6), the generated kernel was correct but 43-60x SLOWER than the
+# looped one (softmax_xlong 8.8 ms, layernorm_xlong 12.6 ms, against 0.19 / 0.20 ms), unlike the prototype
+# with the same algorithm: off until that is understood (bench/notes/gpu_long_rows.md). ``COURSE_ROW_SPLIT=1``
+# turns it on.
+ROW_SPLIT = False
 ROW_SPLIT_PART = 8192
 ROW_SPLIT_MAX_PARTS = 32  # longer rows (past 262144 elements) stay looped
 PROGRAM_TILE = 4096  # elements one program's tile holds: short rows are packed XBLOCK rows a program
@@ -841,7 +845,8 @@ def row_split_available() -> bool:
     for the parts after it would wait forever."""
     from course_lib import compat, env
 
-    if not ROW_SPLIT or os.environ.get("COURSE_ROW_SPLIT") == "0" or os.environ.get("TRITON_INTERPRET") == "1":
+    wanted = os.environ.get("COURSE_ROW_SPLIT", "1" if ROW_SPLIT else "0") != "0"
+    if not wanted or os.environ.get("TRITON_INTERPRET") == "1":
         return False
     return env.mode() == "gpu" and compat.triton_cooperative_launch()
 
