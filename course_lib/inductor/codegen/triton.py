@@ -74,6 +74,7 @@ POW_SPECIAL = {
 TRITON_REDUCE = {"sum": "tl.sum({0}, 1)[:, None]", "max": "tl.max({0}, 1)[:, None]", "min": "tl.min({0}, 1)[:, None]"}
 TRITON_COMBINE = {"sum": "{0} + {1}", "max": "tl.maximum({0}, {1})", "min": "tl.minimum({0}, {1})"}
 TRITON_INIT = {"sum": "0", "max": 'float("-inf")', "min": 'float("inf")'}
+TRITON_REDUCE_ALL = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}  # over every axis: a scalar
 
 
 def pow_rule(expr) -> str:
@@ -128,10 +129,12 @@ LOOPED_ELEMENTS_PER_THREAD = 4
 # Rows of 65536 on an H100 (bench/notes/gpu_long_rows.md, bench/proto_row_coop.py): parts of 8192 at
 # 16 warps, the next row's part loaded before the wait, reached 0.86 (layernorm) and 0.89 (softmax) of
 # copy bandwidth, where the looped kernel reads the row twice (0.67 / 0.70 on the H200).
-# Measured on the H200 at 569f991 (triton 3.6), the generated kernel was correct but 43-60x SLOWER than the
+# Measured on the H200 at 7da6698 (triton 3.6), the generated kernel was correct but 45-60x SLOWER than the
 # looped one (softmax_xlong 8.8 ms, layernorm_xlong 12.6 ms, against 0.19 / 0.20 ms), unlike the prototype
-# with the same algorithm: off until that is understood (bench/notes/gpu_long_rows.md). ``COURSE_ROW_SPLIT=1``
-# turns it on.
+# with the same algorithm. The cause, found afterwards by compiling with Triton 3.6 here: its [1, 1] merged
+# statistics sent every [1, RBLOCK] value through shared memory (see row_split_source). The kernel now
+# keeps them scalar and compiles like the prototype, but has not been timed on a GPU since: off by
+# default until it is (bench/notes/gpu_long_rows.md). ``COURSE_ROW_SPLIT=1`` turns it on.
 ROW_SPLIT = False
 ROW_SPLIT_PART = 8192
 ROW_SPLIT_MAX_PARTS = 32  # longer rows (past 262144 elements) stay looped
@@ -555,7 +558,13 @@ class TritonKernel(Kernel):
         (``p // NPARTS``) walk the rows. For each row a part computes its partial statistics, loads
         its part of the next row (the load's latency hides behind the wait), publishes the partials,
         waits at the row's counter until every part has arrived, merges the NPARTS partials (the
-        same combine rules as a looped row's lanes) and writes its part of the output."""
+        same combine rules as a looped row's lanes) and writes its part of the output.
+
+        The partials and the merged statistics are scalars, not ``[1, 1]`` tiles: Triton 3.6 gave a
+        ``[1, 1]`` merge result a layout of its own and moved every ``[1, RBLOCK]`` value computed from it
+        through shared memory to the tile's layout (``ttg.convert_layout``; 5132 PTX lines against the
+        hand-written prototype's 856), and the kernel ran 45-60x slower than the prototype on the H200.
+        A scalar is broadcast in registers."""
         outer_sizes, inner_sizes = self.plan.group
         xs, rs = kernel_vars(self.plan.group)
         stats, out = self.phases
@@ -590,24 +599,22 @@ class TritonKernel(Kernel):
             acc, pair = self.acc_name(buf), pairs.get(buf)
             if isinstance(pair, WelfordPair):  # this part's mean, M2 and count
                 n, mean, dev, m2 = f"{acc}_n", f"{acc}_mean", f"{acc}_dev", f"{acc}_m2"
-                body.lines += [f"{n} = tl.sum(tl.where({mask}, 1.0, 0.0), 1)[:, None]",
-                               f"{mean} = tl.sum(tl.where({mask}, {v}, 0.0), 1)[:, None] / tl.maximum({n}, 1.0)",
+                body.lines += [f"{n} = tl.sum(tl.where({mask}, 1.0, 0.0))",
+                               f"{mean} = tl.sum(tl.where({mask}, {v}, 0.0)) / tl.maximum({n}, 1.0)",
                                f"{dev} = tl.where({mask}, {v} - {mean}, 0.0)",
-                               f"{m2} = tl.sum({dev} * {dev}, 1)[:, None]"]  # fmt: skip
+                               f"{m2} = tl.sum({dev} * {dev})"]  # fmt: skip
                 published += [(mean, 0), (m2, 0), (n, 0)]
                 merges.append((pair, [f"wf_{acc}_mean", f"wf_{acc}_m2", f"wf_{acc}_n"]))
             elif pair is not None:  # online softmax: this part's max and its sum of exp(x - max)
                 mx, total = f"{acc}_max", f"{acc}_sum"
-                body.lines += [f'{mx} = tl.max(tl.where({mask}, {v}, float("-inf")), 1)[:, None]',
+                body.lines += [f'{mx} = tl.max(tl.where({mask}, {v}, float("-inf")))',
                                f'{total} = tl.sum(tl.where({mask}, tl.exp({v} - tl.where({mx} == float("-inf"), '
-                               f"0.0, {mx})), 0.0), 1)[:, None]"]  # fmt: skip
+                               f"0.0, {mx})), 0.0))"]  # fmt: skip
                 published += [(mx, 'float("-inf")'), (total, 0)]
                 merges.append((pair, [f"os_{acc}_max", f"os_{acc}_sum"]))
             else:
                 part = f"{acc}_part"
-                body.lines.append(
-                    f"{part} = {TRITON_REDUCE[rtype].format(f'tl.where({mask}, {v}, {TRITON_INIT[rtype]})')}"
-                )
+                body.lines.append(f"{part} = {TRITON_REDUCE_ALL[rtype]}(tl.where({mask}, {v}, {TRITON_INIT[rtype]}))")
                 published.append((part, TRITON_INIT[rtype]))
                 merges.append(((buf, rtype), [f"{acc}_tile"]))
         if carried:
@@ -620,7 +627,7 @@ class TritonKernel(Kernel):
                 body.lines.append(f"{name}_next = tl.load({self.ptrs[load.buf]} + {tile_index(index)}, {m}, other=0)")
         k = len(published)
         body.lines.append(f"wslot = ws_ptr + (xrow * NPARTS + part) * {k}")
-        body.lines += [f"tl.store(wslot + {i} + 0 * xindex, {name})" for i, (name, _) in enumerate(published)]
+        body.lines += [f"tl.store(wslot + {i}, {name})" for i, (name, _) in enumerate(published)]
         body.lines += [
             "tl.debug_barrier()  # the partials are written before this program arrives",
             'tl.atomic_add(cnt_ptr + xrow, 1, sem="release")',
@@ -635,15 +642,15 @@ class TritonKernel(Kernel):
         for i, ((_, other), tile) in enumerate(zip(published, tiles, strict=True)):
             # .cg: from L2, where the other programs' partials are, not this SM's L1
             body.lines.append(f"{tile} = tl.load(sslot + {i}, sindex < NPARTS, other={other}, cache_modifier='.cg')")
-        for what, _ in merges:
+        for what, _ in merges:  # scalars, as the partials: see the docstring
             if isinstance(what, WelfordPair):
-                self.welford_finish(what, body)
+                self.welford_finish(what, body, scalar=True)
             elif isinstance(what, OnlineSoftmaxPair):
-                self.online_softmax_finish(what, body)
+                self.online_softmax_finish(what, body, scalar=True)
             else:
                 buf, rtype = what
                 acc = self.acc_name(buf)
-                body.lines.append(f"{acc} = {TRITON_REDUCE[rtype].format(acc + '_tile')}")
+                body.lines.append(f"{acc} = {TRITON_REDUCE_ALL[rtype]}({acc}_tile)")
                 self.accs[buf] = acc
         self.phase(out, body, body, looped=False)
         for buf, index, expr, _ in self.plan.outer_stores:  # one value a row: written by part 0
@@ -729,15 +736,16 @@ class TritonKernel(Kernel):
             f"{tile}_n = tl.where({mask}, {n}, {tile}_n)",
         ]
 
-    def welford_finish(self, w: WelfordPair, outer: Scope) -> None:
-        """Merge the lanes of each row; the sum, M2 and the mean the later phases read become visible."""
+    def welford_finish(self, w: WelfordPair, outer: Scope, scalar: bool = False) -> None:
+        """Merge the lanes of each row; the sum, M2 and the mean the later phases read become visible
+        (``scalar``: one row, merged into scalars; see row_split_source)."""
         total, m2 = self.acc_name(w.total), self.acc_name(w.m2)
         tile, mean = f"wf_{total}", f"mean_{total}"
-        outer.lines += [
-            f"{mean}, {m2}, {tile}_count = tl.reduce(({tile}_mean, {tile}_m2, {tile}_n), 1, welford_combine)",
-            f"{mean} = {mean}[:, None]",
-            f"{m2} = {m2}[:, None]",
-        ]
+        axis = "None" if scalar else "1"
+        outer.lines.append(
+            f"{mean}, {m2}, {tile}_count = tl.reduce(({tile}_mean, {tile}_m2, {tile}_n), {axis}, welford_combine)"
+        )
+        outer.lines += [] if scalar else [f"{mean} = {mean}[:, None]", f"{m2} = {m2}[:, None]"]
         outer.cse[w.mean] = mean  # later phases spell the mean as sum / n: read the running mean
         # a reader of the sum itself (rare) gets mean * n, written where it is used
         self.accs[w.total], self.accs[w.m2] = f"({mean} * {w.mean.args[1].value})", m2
@@ -756,15 +764,13 @@ class TritonKernel(Kernel):
             f"{tile}_sum = tl.where({mask}, {total}, {tile}_sum)",
         ]
 
-    def online_softmax_finish(self, w: OnlineSoftmaxPair, outer: Scope) -> None:
+    def online_softmax_finish(self, w: OnlineSoftmaxPair, outer: Scope, scalar: bool = False) -> None:
         """Merge the lanes of each row: the max and the sum of exp(x - max) the later phases read."""
         mx, total = self.acc_name(w.total), self.acc_name(w.m2)
         tile = f"os_{mx}"
-        outer.lines += [
-            f"{mx}, {total} = tl.reduce(({tile}_max, {tile}_sum), 1, online_softmax_combine)",
-            f"{mx} = {mx}[:, None]",
-            f"{total} = {total}[:, None]",
-        ]
+        axis = "None" if scalar else "1"
+        outer.lines.append(f"{mx}, {total} = tl.reduce(({tile}_max, {tile}_sum), {axis}, online_softmax_combine)")
+        outer.lines += [] if scalar else [f"{mx} = {mx}[:, None]", f"{total} = {total}[:, None]"]
         self.accs[w.total], self.accs[w.m2] = mx, total
 
     def xblock(self) -> int:
