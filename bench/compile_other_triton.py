@@ -1,0 +1,121 @@
+"""Compile course_lib's generated Triton kernels with another Triton, no GPU needed.
+
+The GPU machine runs an older Triton (3.6) than this one (3.9), and the two can compile the same kernel
+very differently: 3.6 moved every value of the first row split through shared memory where 3.9 did not
+(bench/notes/gpu_long_rows.md). With a Python that has the other Triton (``python -m venv /tmp/t36 &&
+/tmp/t36/bin/pip install triton==3.6.0``), this reports what that Triton makes of each kernel: PTX lines,
+shared memory, ptxas's registers and spills, and the layout conversions of big tiles (``ttg.convert_layout``
+of a tensor of 1024 elements or more, which go through shared memory):
+
+    .venv/bin/python bench/compile_other_triton.py --python /tmp/t36/bin/python [--row-split] [softmax_xlong ...]
+
+Step one (this Python) generates the kernels for the workloads of bench_gpu_inductor.py (8 rows, the real
+row lengths) and writes their sources and signatures to a JSON file; step two (the other Python, run as
+``--compile FILE``) compiles them for sm_90 with the divisibility a launch with aligned tensors gets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+ROWS = {"softmax": 4096, "layernorm": 4096, "layernorm_long": 32768, "softmax_long": 32768,
+        "layernorm_xlong": 65536, "softmax_xlong": 65536}  # fmt: skip
+
+
+def generate(names, row_split: bool) -> list[dict]:
+    import torch
+    import torch.nn.functional as F
+
+    import course_lib.inductor as ind
+    from course_lib import compat, decomp
+    from course_lib.inductor.codegen import triton as tcg
+
+    fns = {
+        "softmax": lambda x, w, b: (torch.softmax(x, -1),),
+        "layernorm": lambda x, w, b: (F.layer_norm(x, (x.shape[-1],), w, b),),
+    }
+    jobs = []
+    saved = tcg.row_split_available
+    tcg.row_split_available = lambda: row_split
+    try:
+        for name in names:
+            n = ROWS[name]
+            x, w, b = torch.randn(8, n), torch.randn(n), torch.randn(n)
+            fn = fns[name.split("_")[0]]
+            c = ind.compile_graph(
+                compat.make_fx(fn, x, w, b, decompositions=decomp.DECOMPOSITIONS), [x, w, b], codegen="triton"
+            )
+            module = c.call.__globals__["kernel0"].__globals__
+            source = pathlib.Path(module["__file__"]).read_text()
+            for k in c.schedule.kernels:
+                if k.kind != "kernel":
+                    continue
+                launch = c.call.__globals__[k.name]
+                for stage, _, warps in launch.stages:
+                    jobs.append({"workload": name, "kernel": stage, "source": source, "num_warps": warps,
+                                 "signature": launch.signature, "constexprs": launch.constexprs})  # fmt: skip
+    finally:
+        tcg.row_split_available = saved
+    return jobs
+
+
+def compile_all(path: str) -> None:
+    """Runs under the other Python: compile each job, print one line each."""
+    import importlib.util
+    import re
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    ptxas = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    print(f"triton {triton.__version__}")
+    with tempfile.TemporaryDirectory() as d:
+        for i, job in enumerate(json.loads(pathlib.Path(path).read_text())):
+            src = job["source"].replace("from course_lib.inductor.launcher import DirectLaunch", "")
+            src = "\n".join(ln for ln in src.splitlines() if not ln.startswith(("site_", "import torch")))
+            file = pathlib.Path(d) / f"k{i}.py"
+            file.write_text(src.split("\n\ndef launch_")[0])
+            spec = importlib.util.spec_from_file_location(f"k{i}", file)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            fn = getattr(mod, job["kernel"])
+            names, sig = fn.arg_names, job["signature"]
+            consts = {(names.index(k),): v for k, v in job["constexprs"].items()}
+            attrs = {(j,): [["tt.divisibility", 16]] for j, a in enumerate(names) if sig[a] != "constexpr"}
+            compiled = triton.compile(ASTSource(fn, {a: sig[a] for a in names}, constexprs=consts, attrs=attrs),
+                                      target=GPUTarget("cuda", 90, 32), options={"num_warps": job["num_warps"]})  # fmt: skip
+            ptx = compiled.asm["ptx"]
+            big = [ln for ln in compiled.asm["ttgir"].splitlines() if "convert_layout" in ln
+                   and any(eval("*".join(s.split("x")[:-1]) or "1") >= 1024 for s in re.findall(r"tensor<([0-9x]+xf32)", ln))]  # fmt: skip
+            (pathlib.Path(d) / "k.ptx").write_text(ptx)
+            out = subprocess.run([str(ptxas), "-v", "-arch=sm_90a", str(pathlib.Path(d) / "k.ptx"), "-o",
+                                  str(pathlib.Path(d) / "k.cubin")], capture_output=True, text=True)  # fmt: skip
+            text = out.stdout + out.stderr
+            regs = re.search(r"Used (\d+) registers", text)
+            spills = re.search(r"(\d+) bytes spill stores", text)
+            print(f"{job['workload']:16} {job['kernel']:10} warps {job['num_warps']:2}  PTX {len(ptx.splitlines()):5} lines  "
+                  f"shared {compiled.metadata.shared:6} B  registers {regs.group(1) if regs else '?':>3}  "
+                  f"spilled {spills.group(1) if spills else '?':>4} B  big layout conversions {len(big)}")  # fmt: skip
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--compile"]:
+        compile_all(argv[1])
+        return
+    python = argv[argv.index("--python") + 1] if "--python" in argv else sys.executable
+    names = [a for a in argv if a in ROWS] or list(ROWS)
+    jobs = generate(names, "--row-split" in argv)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(jobs, f)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # course_lib sets it on a CPU
+    subprocess.run([python, __file__, "--compile", f.name], check=True, env=env)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
