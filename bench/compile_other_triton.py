@@ -73,7 +73,10 @@ def compile_all(path: str) -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    ptxas = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    bin_dir = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    ptxases = [
+        bin_dir / n for n in ("ptxas", "ptxas-blackwell") if (bin_dir / n).exists()
+    ]  # the first that takes the PTX
     print(f"triton {triton.__version__}")
     with tempfile.TemporaryDirectory() as d:
         for i, job in enumerate(json.loads(pathlib.Path(path).read_text())):
@@ -94,9 +97,13 @@ def compile_all(path: str) -> None:
             big = [ln for ln in compiled.asm["ttgir"].splitlines() if "convert_layout" in ln
                    and any(eval("*".join(s.split("x")[:-1]) or "1") >= 1024 for s in re.findall(r"tensor<([0-9x]+xf32)", ln))]  # fmt: skip
             (pathlib.Path(d) / "k.ptx").write_text(ptx)
-            out = subprocess.run([str(ptxas), "-v", "-arch=sm_90a", str(pathlib.Path(d) / "k.ptx"), "-o",
-                                  str(pathlib.Path(d) / "k.cubin")], capture_output=True, text=True)  # fmt: skip
-            text = out.stdout + out.stderr
+            text = ""
+            for ptxas in ptxases:
+                out = subprocess.run([str(ptxas), "-v", "-arch=sm_90a", str(pathlib.Path(d) / "k.ptx"), "-o",
+                                      str(pathlib.Path(d) / "k.cubin")], capture_output=True, text=True)  # fmt: skip
+                text = out.stdout + out.stderr
+                if out.returncode == 0:
+                    break
             regs = re.search(r"Used (\d+) registers", text)
             spills = re.search(r"(\d+) bytes spill stores", text)
             print(f"{job['workload']:16} {job['kernel']:10} warps {job['num_warps']:2}  PTX {len(ptx.splitlines()):5} lines  "
