@@ -17,6 +17,7 @@ row lengths) and writes their sources and signatures to a JSON file; step two (t
 from __future__ import annotations
 
 import json
+import math
 import os
 import pathlib
 import subprocess
@@ -95,7 +96,7 @@ def compile_all(path: str) -> None:
                                       target=GPUTarget("cuda", 90, 32), options={"num_warps": job["num_warps"]})  # fmt: skip
             ptx = compiled.asm["ptx"]
             big = [ln for ln in compiled.asm["ttgir"].splitlines() if "convert_layout" in ln
-                   and any(eval("*".join(s.split("x")[:-1]) or "1") >= 1024 for s in re.findall(r"tensor<([0-9x]+xf32)", ln))]  # fmt: skip
+                   and any(math.prod(int(d) for d in s.split("x")) >= 1024 for s in re.findall(r"tensor<([0-9x]+)xf32", ln))]  # fmt: skip
             (pathlib.Path(d) / "k.ptx").write_text(ptx)
             text = ""
             for ptxas in ptxases:

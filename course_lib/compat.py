@@ -1097,8 +1097,8 @@ def triton_cooperative_launch() -> bool:
 def triton_resident_programs(compiled, num_warps: int) -> int:
     """How many programs of ``compiled`` (a loaded ``CompiledKernel``) the current GPU runs at once:
     blocks an SM (:func:`course_lib.gpu.occupancy_calculator.occupancy` from ptxas's register count and
-    the shared memory, on an architecture it knows; else the same arithmetic on the device's own
-    limits) times the SMs. Triton does not expose ``cuOccupancyMaxActiveBlocksPerMultiprocessor``."""
+    the shared memory, with the device's own budgets on an architecture it does not list) times the
+    SMs. Triton does not expose ``cuOccupancyMaxActiveBlocksPerMultiprocessor``."""
     import torch
 
     from course_lib.gpu.occupancy_calculator import ARCHS, occupancy
@@ -1107,15 +1107,15 @@ def triton_resident_programs(compiled, num_warps: int) -> int:
     device = torch.cuda.current_device()
     props = torch.cuda.get_device_properties(device)
     arch = "sm_{}{}".format(*torch.cuda.get_device_capability(device))
-    regs, shared = max(compiled.n_regs, 1), getattr(compiled.metadata, "shared", 0)
-    if arch in ARCHS:
-        per_sm = occupancy(arch, 32 * num_warps, regs, shared).blocks_per_sm
-    else:
-        regs_warp = -(-regs * 32 // 256) * 256
-        per_sm = min(getattr(props, "regs_per_multiprocessor", 65536) // regs_warp // num_warps,
-                     getattr(props, "max_threads_per_multi_processor", 2048) // (32 * num_warps),
-                     getattr(props, "shared_memory_per_multiprocessor", 0) // (shared + 1024), 32)  # fmt: skip
-    return max(0, per_sm) * props.multi_processor_count
+    limits = None
+    if arch not in ARCHS:  # the device's own budgets, with sm_90's allocation rules
+        threads = getattr(props, "max_threads_per_multi_processor", 2048)
+        smem = getattr(props, "shared_memory_per_multiprocessor", 0)
+        limits = {**ARCHS["sm_90"], "max_warps": threads // 32, "max_threads": threads, "smem": smem,
+                  "regs": getattr(props, "regs_per_multiprocessor", 65536)}  # fmt: skip
+    shared = getattr(compiled.metadata, "shared", 0)
+    occ = occupancy(arch, 32 * num_warps, max(compiled.n_regs, 1), shared, limits=limits)
+    return occ.blocks_per_sm * props.multi_processor_count
 
 
 def triton_static_launcher(compiled):

@@ -30,6 +30,16 @@ def test_occupancy_table(arch, threads, regs, smem, warps, limit):
     assert (o.active_warps, o.limiting) == (warps, limit)
 
 
+def test_occupancy_with_limits_read_off_a_device():
+    """An architecture the table lacks gets the device's budgets (compat.triton_resident_programs): with
+    sm_80's budgets passed in, sm_100 gives sm_80's answer; with half the threads, half the warps."""
+    got = gpu.occupancy("sm_100", 256, 32, 0, limits=occ.ARCHS["sm_80"])
+    ref = gpu.occupancy("sm_80", 256, 32, 0)
+    assert (got.blocks_per_sm, got.active_warps, got.limiting) == (ref.blocks_per_sm, ref.active_warps, ref.limiting)
+    half = {**occ.ARCHS["sm_90"], "max_warps": 32, "max_threads": 1024}
+    assert gpu.occupancy("sm_100", 256, 32, 0, limits=half).active_warps == 32
+
+
 def test_occupancy_of_triton_kernels():
     meta = json.loads((DATA / "kernels.json").read_text())
     mm = meta["matmul_bf16_sm90"]

@@ -64,10 +64,13 @@ def _round_up(x: int, unit: int) -> int:
     return -(-x // unit) * unit
 
 
-def occupancy(arch: str, threads_per_block: int, registers_per_thread: int, shared_bytes_per_block: int) -> Occupancy:
-    """Active blocks and warps per SM, and the limiting resource ("warps", "registers", "shared", "blocks")."""
+def occupancy(arch: str, threads_per_block: int, registers_per_thread: int, shared_bytes_per_block: int,
+              limits: dict | None = None) -> Occupancy:  # fmt: skip
+    """Active blocks and warps per SM, and the limiting resource ("warps", "registers", "shared", "blocks").
+    ``limits``: an SM's budgets in the form of an :data:`ARCHS` entry, for an architecture not listed there
+    (read off the device itself)."""
     arch = arch if arch.startswith("sm_") else f"sm_{arch}"
-    a = ARCHS[arch.rstrip("a")]
+    a = limits or ARCHS[arch.rstrip("a")]
     if threads_per_block < 1 or threads_per_block > 1024:
         raise ValueError("threads_per_block must be 1..1024")
     if registers_per_thread > a["max_regs_thread"]:
