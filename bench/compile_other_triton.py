@@ -8,6 +8,7 @@ shared memory, ptxas's registers and spills, and the layout conversions of big t
 of a tensor of 1024 elements or more, which go through shared memory):
 
     .venv/bin/python bench/compile_other_triton.py --python /tmp/t36/bin/python [--row-split] [softmax_xlong ...]
+        [ROW_SPLIT_AHEAD=1 ROW_SPLIT_WARPS=32 ...]   (codegen/triton.py constants, set before generating)
 
 Step one (this Python) generates the kernels for the workloads of bench_gpu_inductor.py (8 rows, the real
 row lengths) and writes their sources and signatures to a JSON file; step two (the other Python, run as
@@ -28,7 +29,7 @@ ROWS = {"softmax": 4096, "layernorm": 4096, "layernorm_long": 32768, "softmax_lo
         "layernorm_xlong": 65536, "softmax_xlong": 65536}  # fmt: skip
 
 
-def generate(names, row_split: bool) -> list[dict]:
+def generate(names, row_split: bool, constants: dict | None = None) -> list[dict]:
     import torch
     import torch.nn.functional as F
 
@@ -43,6 +44,9 @@ def generate(names, row_split: bool) -> list[dict]:
     jobs = []
     saved = tcg.row_split_available
     tcg.row_split_available = lambda: row_split
+    old = {k: getattr(tcg, k) for k in constants or {}}
+    for k, v in (constants or {}).items():
+        setattr(tcg, k, v)
     try:
         for name in names:
             n = ROWS[name]
@@ -62,6 +66,8 @@ def generate(names, row_split: bool) -> list[dict]:
                                  "signature": launch.signature, "constexprs": launch.constexprs})  # fmt: skip
     finally:
         tcg.row_split_available = saved
+        for k, v in old.items():
+            setattr(tcg, k, v)
     return jobs
 
 
@@ -118,7 +124,8 @@ def main(argv: list[str]) -> None:
         return
     python = argv[argv.index("--python") + 1] if "--python" in argv else sys.executable
     names = [a for a in argv if a in ROWS] or list(ROWS)
-    jobs = generate(names, "--row-split" in argv)
+    constants = {k: int(v) for k, v in (a.split("=", 1) for a in argv if "=" in a)}
+    jobs = generate(names, "--row-split" in argv, constants)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(jobs, f)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # course_lib sets it on a CPU

@@ -47,6 +47,33 @@ def main() -> None:
     prof.disable()
     if cli.device.startswith("cuda"):
         torch.cuda.synchronize()
+    if cli.device.startswith("cuda"):  # what a step asks of the GPU: kernels and runtime calls, counted
+        import collections
+        import time
+
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+            for _ in range(10):
+                step()
+            torch.cuda.synchronize()
+        kinds = collections.Counter()
+        for e in p.events():
+            if e.device_type == torch.autograd.DeviceType.CUDA:
+                kinds["gpu kernels and copies"] += 1
+            elif e.name.startswith(("cuda", "cu")) and "Launch" in e.name:
+                kinds[e.name] += 1
+        print(f"=== {cli.model} {cli.backend}: a step, counted over 10 ===")
+        print({k: v / 10 for k, v in kinds.items()})
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(cli.steps):
+            step()
+        host = time.perf_counter() - t
+        torch.cuda.synchronize()
+        print(
+            f"host time a step {host / cli.steps * 1e3:.3f} ms, with the GPU's {(time.perf_counter() - t) / cli.steps * 1e3:.3f} ms"
+        )
     for key in ("tottime", "cumulative"):
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats(key).print_stats(cli.top)

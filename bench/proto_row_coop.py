@@ -22,11 +22,17 @@ from triton.testing import do_bench, do_bench_cudagraph
 
 
 @triton.jit
-def exchange(ws_ptr, cnt_ptr, row, part, a, b, S: tl.constexpr):
+def publish(ws_ptr, cnt_ptr, row, part, a, b, S: tl.constexpr):
+    """Write this part's two partial statistics of ``row``, then count them in (release)."""
     tl.store(ws_ptr + (row * S + part) * 2, a)
     tl.store(ws_ptr + (row * S + part) * 2 + 1, b)
     tl.debug_barrier()
     tl.atomic_add(cnt_ptr + row, 1, sem="release")
+
+
+@triton.jit
+def collect(ws_ptr, cnt_ptr, row, S: tl.constexpr):
+    """Wait until all S parts of ``row`` are counted in (acquire), then read their partials."""
     c = tl.atomic_add(cnt_ptr + row, 0, sem="acquire")
     while c < S:
         c = tl.atomic_add(cnt_ptr + row, 0, sem="acquire")
@@ -35,6 +41,77 @@ def exchange(ws_ptr, cnt_ptr, row, part, a, b, S: tl.constexpr):
     a_all = tl.load(ws_ptr + (row * S + idx) * 2, cache_modifier=".cg")
     b_all = tl.load(ws_ptr + (row * S + idx) * 2 + 1, cache_modifier=".cg")
     return a_all, b_all
+
+
+@triton.jit
+def exchange(ws_ptr, cnt_ptr, row, part, a, b, S: tl.constexpr):
+    publish(ws_ptr, cnt_ptr, row, part, a, b, S)
+    return collect(ws_ptr, cnt_ptr, row, S)
+
+
+@triton.jit
+def sm_partial(x):
+    m = tl.max(x, 0)
+    return m, tl.sum(tl.exp(x - m), 0)
+
+
+@triton.jit
+def ln_partial(x, BLOCK: tl.constexpr):
+    mean = tl.sum(x, 0) / BLOCK
+    d = x - mean
+    return mean, tl.sum(d * d, 0)
+
+
+@triton.jit
+def sm_ahead(x_ptr, y_ptr, ws_ptr, cnt_ptr, R, N, S: tl.constexpr, BLOCK: tl.constexpr):
+    """Publish ahead: row r+G's partials are loaded, reduced and published before waiting on row r,
+    so the wait overlaps a whole part's read and the other parts have usually counted in by then."""
+    part = tl.program_id(0) % S
+    group = tl.program_id(0) // S
+    ngroups = tl.num_programs(0) // S
+    cols = part * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + group * N + cols, mask=group < R, other=0.0)
+    if group < R:
+        a, b = sm_partial(x)
+        publish(ws_ptr, cnt_ptr, group, part, a, b, S)
+    for row in range(group, R, ngroups):
+        nxt = row + ngroups
+        x_next = tl.load(x_ptr + nxt * N + cols, mask=nxt < R, other=0.0)
+        if nxt < R:
+            a, b = sm_partial(x_next)
+            publish(ws_ptr, cnt_ptr, nxt, part, a, b, S)
+        ms, ss = collect(ws_ptr, cnt_ptr, row, S)
+        m = tl.max(ms, 0)
+        s = tl.sum(ss * tl.exp(ms - m), 0)
+        tl.store(y_ptr + row * N + cols, tl.exp(x - m) / s)
+        x = x_next
+
+
+@triton.jit
+def ln_ahead(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, cnt_ptr, R, N, eps, S: tl.constexpr, BLOCK: tl.constexpr):
+    part = tl.program_id(0) % S
+    group = tl.program_id(0) // S
+    ngroups = tl.num_programs(0) // S
+    cols = part * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + group * N + cols, mask=group < R, other=0.0)
+    if group < R:
+        a, b = ln_partial(x, BLOCK)
+        publish(ws_ptr, cnt_ptr, group, part, a, b, S)
+    for row in range(group, R, ngroups):
+        nxt = row + ngroups
+        x_next = tl.load(x_ptr + nxt * N + cols, mask=nxt < R, other=0.0)
+        if nxt < R:
+            a, b = ln_partial(x_next, BLOCK)
+            publish(ws_ptr, cnt_ptr, nxt, part, a, b, S)
+        means, m2s = collect(ws_ptr, cnt_ptr, row, S)
+        mean = tl.sum(means, 0) / S
+        dm = means - mean
+        m2 = tl.sum(m2s, 0) + BLOCK * tl.sum(dm * dm, 0)
+        rstd = 1 / tl.sqrt(m2 / N + eps)
+        w = tl.load(w_ptr + cols, eviction_policy="evict_last")
+        b = tl.load(b_ptr + cols, eviction_policy="evict_last")
+        tl.store(y_ptr + row * N + cols, (x - mean) * rstd * w + b)
+        x = x_next
 
 
 @triton.jit
@@ -128,26 +205,29 @@ def main():
     if os.environ.get("CONFIGS"):
         configs = [tuple(map(int, c.split("x"))) for c in os.environ["CONFIGS"].split(",")]
     workloads = os.environ.get("WORKLOADS", "layernorm,softmax,layernorm_stream").split(",")
+    modes = os.environ.get("MODES", "pf0,pf1,ahead").split(",")
     for S, warps in configs:
         BLOCK = n // S
         y = torch.empty_like(x)
         ws = torch.empty(rows * S * 2, device="cuda")
-        for prefetch in (False, True):
+        for mode in ("pf0", "pf1", "ahead"):  # no prefetch, the next row loaded before the wait, published ahead
             for name, kern, extra, ref, nbytes, more in (
                 ("layernorm", ln_pcoop, (w, b), ref_ln, 2 * x.numel() * 4 + 2 * n * 4, {}),
                 ("softmax", sm_pcoop, (), ref_sm, 2 * x.numel() * 4, {}),
                 ("layernorm_stream", ln_pcoop, (w, b), ref_ln, 2 * x.numel() * 4 + 2 * n * 4, {"HOLD_WB": False}),
             ):
-                if name not in workloads:
+                if name not in workloads or mode not in modes or (mode == "ahead" and name == "layernorm"):
                     continue
-                key = f"{name}_S{S}_w{warps}_pf{int(prefetch)}"
+                if mode == "ahead":  # weight and bias streamed from L2 (the registers hold two parts)
+                    kern, more = (sm_ahead, {}) if name == "softmax" else (ln_ahead, {})
+                else:
+                    more = {**more, "PREFETCH": mode == "pf1"}
+                key = f"{name}_S{S}_w{warps}_{mode}"
                 try:
                     args = (x, *extra, y, ws)
                     tail = (rows, n) if name == "softmax" else (rows, n, 1e-5)
                     cnt = torch.zeros(rows, dtype=torch.int32, device="cuda")
-                    kw = dict(
-                        S=S, BLOCK=BLOCK, PREFETCH=prefetch, num_warps=warps, launch_cooperative_grid=True, **more
-                    )
+                    kw = dict(S=S, BLOCK=BLOCK, num_warps=warps, launch_cooperative_grid=True, **more)
                     compiled = kern.warmup(*args, cnt, *tail, grid=(S,), **kw)
                     if hasattr(compiled, "_init_handles"):
                         compiled._init_handles()  # n_regs / n_spills are read when the binary loads

@@ -82,11 +82,11 @@ def _job(kind: str, name: str, device: str, barrier, lock, out: str) -> None:
                 from course_lib.inductor import launcher
 
                 row["launch_sites"] = launcher.report(launcher.sites())
+                row["static_sites"] = sum(s.static for s in launcher.sites())  # before set_direct unbinds them
                 launcher.set_direct(False)
                 row["course_jit_ms"] = real_models.step_ms(keep["twin"], keep["compiled"], keep["inputs"])
                 launcher.set_direct(True)
                 # direct launches through Triton's Python launcher instead of torch's C++ one
-                row["static_sites"] = sum(s.static for s in launcher.sites())
                 launcher.set_static(False)
                 row["course_triton_launcher_ms"] = real_models.step_ms(keep["twin"], keep["compiled"], keep["inputs"])
                 launcher.set_static(True)

@@ -68,12 +68,17 @@ def _layernorm_backward(g, xhat, w):
 @pytest.mark.parametrize(
     "fn", [_layernorm, _softmax, _rmsnorm, _max_and_sum_with_row_outputs, _softmax_backward, _layernorm_backward]
 )
-def test_one_part_a_row_runs_the_whole_kernel_in_the_interpreter(split, fn):
-    """7 rows of 37 (a masked tail of the 64-lane part), 3 row groups: each program walks 2 or 3 rows."""
+@pytest.mark.parametrize("ahead", [False, True], ids=["publish", "publish_ahead"])
+def test_one_part_a_row_runs_the_whole_kernel_in_the_interpreter(split, monkeypatch, fn, ahead):
+    """7 rows of 37 (a masked tail of the 64-lane part), 3 row groups: each program walks 2 or 3 rows.
+    Published ahead (ROW_SPLIT_AHEAD), each program publishes its first row's partials before the loop
+    and row r + 3's before it waits for row r's."""
+    monkeypatch.setattr(tcg, "ROW_SPLIT_AHEAD", ahead)
     torch.manual_seed(0)
     x, w, b = torch.randn(7, 37) * 2 + 0.5, torch.randn(37), torch.randn(37)
     c = _compile(fn, x, w, b)
     code = c.kernel_code
+    assert ("if xrow + xstep < xnumel:" in code and "if xstart < xnumel:" in code) == ahead, code
     assert "row_split=1" in code and 'sem="release"' in code and "for xrow in range(xstart, xnumel, xstep)" in code
     assert "for roffset" not in code, code  # no looped pass left: the row is read once
     for got, ref in zip(c(x, w, b), fn(x, w, b), strict=True):
@@ -106,11 +111,13 @@ def test_several_parts_a_row_refuse_to_run_in_the_interpreter(split, monkeypatch
         c(x, w, b)
 
 
-def test_several_parts_a_row_compile_for_sm_90(split, monkeypatch):
+@pytest.mark.parametrize("ahead", [False, True], ids=["publish", "publish_ahead"])
+def test_several_parts_a_row_compile_for_sm_90(split, monkeypatch, ahead):
     """Triton's real compiler takes the 3-part kernel. In the PTX the arrival is a release add at GPU
     scope (``red``: its result is unused) and the spin an acquire load (Triton turns an atomic add of 0
     into ``ld.acquire``), and nothing spills."""
     monkeypatch.setattr(tcg, "ROW_SPLIT_PART", 16)
+    monkeypatch.setattr(tcg, "ROW_SPLIT_AHEAD", ahead)
     x, w, b = torch.randn(2, 37), torch.randn(37), torch.randn(37)
     stages = tcg.compile_to_ptx(_compile(_layernorm, x, w, b), "sm_90", aligned=False)
     (stage,) = stages.values()
@@ -144,11 +151,13 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 
 
 @cuda
+@pytest.mark.parametrize("ahead", [False, True], ids=["publish", "publish_ahead"])
 @pytest.mark.parametrize("n", [65536, 65536 + 4100, 3 * 8192])
-def test_long_rows_on_the_gpu_match_eager(n):
+def test_long_rows_on_the_gpu_match_eager(n, ahead, monkeypatch):
     """Rows of 65536 (8 parts), of 69636 (9 parts, the last one partly masked) and of 24576 forced
     past the persistent limit: layer norm, softmax and their statistics (mean, rstd as a training
     graph saves them) against eager, the grid no larger than what the GPU holds at once."""
+    monkeypatch.setattr(tcg, "ROW_SPLIT_AHEAD", ahead)
     torch.manual_seed(0)
     x = torch.randn(300, n, device="cuda") * 3 + 1
     w, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")

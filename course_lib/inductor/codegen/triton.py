@@ -130,13 +130,18 @@ LOOPED_ELEMENTS_PER_THREAD = 4
 # 16 warps, the next row's part loaded before the wait, reached 0.86 (layernorm) and 0.89 (softmax) of
 # copy bandwidth, where the looped kernel reads the row twice (0.67 / 0.70 on the H200).
 # Measured on the H200 at 7da6698 (triton 3.6), the generated kernel was correct but 45-60x SLOWER than the
-# looped one (softmax_xlong 8.8 ms, layernorm_xlong 12.6 ms, against 0.19 / 0.20 ms), unlike the prototype
-# with the same algorithm. The cause, found afterwards by compiling with Triton 3.6 here: its [1, 1] merged
-# statistics sent every [1, RBLOCK] value through shared memory (see row_split_source). The kernel now
-# keeps them scalar and compiles like the prototype, but has not been timed on a GPU since: off by
-# default until it is (bench/notes/gpu_long_rows.md). ``COURSE_ROW_SPLIT=1`` turns it on.
-ROW_SPLIT = False
+# looped one: its [1, 1] merged statistics sent every [1, RBLOCK] value through shared memory under
+# Triton 3.6 (see row_split_source). With scalar statistics (7bd7211), on the H200 at 0bef30f: layernorm_xlong
+# 0.185 ms (0.70 of copy bandwidth), softmax_xlong 0.175 ms (0.74), against 0.196 / 0.186 looped and 0.208 /
+# 0.206 for Inductor; parts of 4096 or 16384 were no faster. On by default where it can run (a GPU whose
+# Triton launches cooperatively); ``COURSE_ROW_SPLIT=0`` keeps long rows looped.
+ROW_SPLIT = True
 ROW_SPLIT_PART = 8192
+# Publish ahead: a part publishes the *next* row's partials before it waits for this row's, so the wait
+# overlaps a whole part's load and reduction and the other parts have usually arrived by then (the
+# registers hold two rows' parts). Not yet measured on a GPU in the generated kernel: off.
+ROW_SPLIT_AHEAD = False
+ROW_SPLIT_WARPS = 0  # warps a part; 0: reduction_warps(RBLOCK), 16 for parts of 8192
 ROW_SPLIT_MAX_PARTS = 32  # longer rows (past 262144 elements) stay looped
 PROGRAM_TILE = 4096  # elements one program's tile holds: short rows are packed XBLOCK rows a program
 # A whole-tensor reduction (one output: a loss's mean, cross entropy's sum over rows) is split: up to
@@ -552,6 +557,51 @@ class TritonKernel(Kernel):
             for name, scope in ((f"{self.name}_partial", part), (self.name, final))
         )
 
+    def row_partials(self, scope: Scope) -> tuple[list, list]:
+        """Emit into ``scope`` this part's partial statistics of one row (its values are the loads
+        ``scope`` sees). Returns the partials in workspace order, as ``(name, value a missing part
+        publishes)``, and how each reduction merges them: ``(WelfordPair | OnlineSoftmaxPair |
+        (buf, rtype), the merged tiles' names)``."""
+        stats = self.phases[0]
+        mask = "xmask & rmask"
+        published, merges = [], []
+        pairs = {pair.total: pair for pair in self.welford.get(0, [])}
+        for buf, rtype, expr, _ in stats.reductions:
+            v = self.emit(expr, scope, scope, mask, "xmask")
+            acc, pair = self.acc_name(buf), pairs.get(buf)
+            if isinstance(pair, WelfordPair):  # this part's mean, M2 and count
+                n, mean, dev, m2 = f"{acc}_n", f"{acc}_mean", f"{acc}_dev", f"{acc}_m2"
+                scope.lines += [f"{n} = tl.sum(tl.where({mask}, 1.0, 0.0))",
+                                f"{mean} = tl.sum(tl.where({mask}, {v}, 0.0)) / tl.maximum({n}, 1.0)",
+                                f"{dev} = tl.where({mask}, {v} - {mean}, 0.0)",
+                                f"{m2} = tl.sum({dev} * {dev})"]  # fmt: skip
+                published += [(mean, 0), (m2, 0), (n, 0)]
+                merges.append((pair, [f"wf_{acc}_mean", f"wf_{acc}_m2", f"wf_{acc}_n"]))
+            elif pair is not None:  # online softmax: this part's max and its sum of exp(x - max)
+                mx, total = f"{acc}_max", f"{acc}_sum"
+                scope.lines += [f'{mx} = tl.max(tl.where({mask}, {v}, float("-inf")))',
+                                f'{total} = tl.sum(tl.where({mask}, tl.exp({v} - tl.where({mx} == float("-inf"), '
+                                f"0.0, {mx})), 0.0))"]  # fmt: skip
+                published += [(mx, 'float("-inf")'), (total, 0)]
+                merges.append((pair, [f"os_{acc}_max", f"os_{acc}_sum"]))
+            else:
+                part = f"{acc}_part"
+                scope.lines.append(f"{part} = {TRITON_REDUCE_ALL[rtype]}(tl.where({mask}, {v}, {TRITON_INIT[rtype]}))")
+                published.append((part, TRITON_INIT[rtype]))
+                merges.append(((buf, rtype), [f"{acc}_tile"]))
+        return published, merges
+
+    @staticmethod
+    def publish_lines(published: list, row: str) -> list[str]:
+        """Write the partials to the row's workspace slot, then arrive at its counter (release)."""
+        k, row = len(published), row if row.isidentifier() else f"({row})"
+        lines = [f"wslot = ws_ptr + ({row} * NPARTS + part) * {k}"]
+        lines += [f"tl.store(wslot + {i}, {name})" for i, (name, _) in enumerate(published)]
+        return lines + [
+            "tl.debug_barrier()  # the partials are written before this program arrives",
+            f'tl.atomic_add(cnt_ptr + {row}, 1, sem="release")',
+        ]
+
     def row_split_source(self) -> str:
         """One kernel, NPARTS programs a row, the grid what the GPU holds at once (a cooperative
         launch). Program p holds part ``p % NPARTS`` of a row in registers; the row groups
@@ -592,31 +642,6 @@ class TritonKernel(Kernel):
         body = Scope(pre)
         body.lines += ["xindex = xrow + tl.zeros([1, 1], tl.int32)", "xmask = xindex < xnumel"]
         body.lines += self.decompose_lines("xindex", outer_sizes, xs)
-        published, merges = [], []  # partial names in workspace order; how each reduction merges
-        pairs = {pair.total: pair for pair in self.welford.get(0, [])}
-        for buf, rtype, expr, _ in stats.reductions:
-            v = self.emit(expr, body, body, mask, "xmask")
-            acc, pair = self.acc_name(buf), pairs.get(buf)
-            if isinstance(pair, WelfordPair):  # this part's mean, M2 and count
-                n, mean, dev, m2 = f"{acc}_n", f"{acc}_mean", f"{acc}_dev", f"{acc}_m2"
-                body.lines += [f"{n} = tl.sum(tl.where({mask}, 1.0, 0.0))",
-                               f"{mean} = tl.sum(tl.where({mask}, {v}, 0.0)) / tl.maximum({n}, 1.0)",
-                               f"{dev} = tl.where({mask}, {v} - {mean}, 0.0)",
-                               f"{m2} = tl.sum({dev} * {dev})"]  # fmt: skip
-                published += [(mean, 0), (m2, 0), (n, 0)]
-                merges.append((pair, [f"wf_{acc}_mean", f"wf_{acc}_m2", f"wf_{acc}_n"]))
-            elif pair is not None:  # online softmax: this part's max and its sum of exp(x - max)
-                mx, total = f"{acc}_max", f"{acc}_sum"
-                body.lines += [f'{mx} = tl.max(tl.where({mask}, {v}, float("-inf")))',
-                               f'{total} = tl.sum(tl.where({mask}, tl.exp({v} - tl.where({mx} == float("-inf"), '
-                               f"0.0, {mx})), 0.0))"]  # fmt: skip
-                published += [(mx, 'float("-inf")'), (total, 0)]
-                merges.append((pair, [f"os_{acc}_max", f"os_{acc}_sum"]))
-            else:
-                part = f"{acc}_part"
-                body.lines.append(f"{part} = {TRITON_REDUCE_ALL[rtype]}(tl.where({mask}, {v}, {TRITON_INIT[rtype]}))")
-                published.append((part, TRITON_INIT[rtype]))
-                merges.append(((buf, rtype), [f"{acc}_tile"]))
         if carried:
             body.lines += ["xnext = xindex + xstep", "xmask_next = xnext < xnumel"]
             body.lines += self.decompose_lines("xnext", outer_sizes, [f"{x}_next" for x in xs])
@@ -625,12 +650,23 @@ class TritonKernel(Kernel):
                 index = sympy.sympify(load.index).xreplace(rename)
                 m = "xmask_next & rmask" if depends_on(load, self.inner_syms) else "xmask_next"
                 body.lines.append(f"{name}_next = tl.load({self.ptrs[load.buf]} + {tile_index(index)}, {m}, other=0)")
+        if ROW_SPLIT_AHEAD and carried:  # publish ahead: the first row's partials before the loop, the next row's in it
+            first = Scope(pre)  # its own scope: later rows must not reuse the first row's values
+            published, merges = self.row_partials(first)
+            pre.lines += ["if xstart < xnumel:"] + ["    " + ln for ln in first.lines]
+            pre.lines += ["    " + ln for ln in self.publish_lines(published, "xstart")]
+            nxt = Scope(pre)  # the same partials of the row after this one: its loads are the *_next values
+            nxt.cse.update({load: f"{name}_next" for name, load in carried})
+            self.row_partials(nxt)
+            to_next = re.compile(r"\b(xindex|xmask|" + "|".join(str(x) for x in xs) + r")\b")
+            lines = [to_next.sub(lambda m: "xnext" if m[1] == "xindex" else f"{m[1]}_next", ln) for ln in nxt.lines]
+            body.lines += ["if xrow + xstep < xnumel:"] + ["    " + ln for ln in lines]
+            body.lines += ["    " + ln for ln in self.publish_lines(published, "xrow + xstep")]
+        else:  # this row's partials, published just before the wait (the next row's loads are in flight)
+            published, merges = self.row_partials(body)
+            body.lines += self.publish_lines(published, "xrow")
         k = len(published)
-        body.lines.append(f"wslot = ws_ptr + (xrow * NPARTS + part) * {k}")
-        body.lines += [f"tl.store(wslot + {i}, {name})" for i, (name, _) in enumerate(published)]
         body.lines += [
-            "tl.debug_barrier()  # the partials are written before this program arrives",
-            'tl.atomic_add(cnt_ptr + xrow, 1, sem="release")',
             'arrived = tl.atomic_add(cnt_ptr + xrow, 0, sem="acquire")',
             "while arrived < NPARTS:  # every part of the row is running (cooperative launch)",
             '    arrived = tl.atomic_add(cnt_ptr + xrow, 0, sem="acquire")',
@@ -787,7 +823,7 @@ class TritonKernel(Kernel):
         if not self.reduction:
             return 4
         if self.row_parts:  # a part of 8192 elements: 16 warps, 16 a thread
-            return reduction_warps(self.rblock)
+            return ROW_SPLIT_WARPS or reduction_warps(self.rblock)
         if not self.persistent:
             return max(2, min(32, self.rblock // (32 * LOOPED_ELEMENTS_PER_THREAD)))
         return reduction_warps(self.xblock() * self.rblock)
