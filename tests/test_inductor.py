@@ -1,6 +1,7 @@
 """course_lib.inductor internals: lowering text, fusion rules, ladder, memory plan, codegens,
 and random pointwise/reduction/broadcast graphs (hypothesis) against eager."""
 
+import functools
 import os
 import pathlib
 import random
@@ -59,6 +60,68 @@ def test_can_fuse_reports_reasons():
     owner = {n: i for i, g in enumerate(groups) for n in g}
     ok, reason = ind.can_fuse(graph, groups, owner, 0, 1)
     assert not ok and "iteration spaces" in reason
+
+
+def test_a_pointwise_node_of_another_shape_is_inlined_into_its_reader():
+    """A linear layer's bias add on ``[B*T, C]``, then the head split ``[B, H, T, D]``: the two
+    share no iteration space, but the bias add is read only by the copy, so it is recomputed inside
+    the copy's kernel (never stored). Returned as well, it must be stored: two kernels again."""
+    x, w, b = torch.randn(2, 17, 32), torch.randn(32, 32), torch.randn(32)
+
+    def heads(x, w, b, keep=False):
+        y = x.reshape(34, 32) @ w.t() + b
+        z = y.reshape(2, 17, 4, 8).permute(0, 2, 1, 3).contiguous()
+        return (z, y) if keep else (z,)
+
+    for keep, n_kernels in ((False, 1), (True, 2)):
+        fn = functools.partial(heads, keep=keep)  # make_fx traces the three tensors
+        c = ind.compile_graph(_trace(fn, x, w, b), [x, w, b])
+        kernels = [k for k in c.schedule.kernels if k.kind == "kernel"]
+        assert len(kernels) == n_kernels, c.schedule
+        if not keep:
+            assert len(kernels[0].nodes) == 2 and len(kernels[0].plan.writes) == 1, c.schedule
+            assert kernels[0].plan.group == ((2, 4, 17), (8,))
+        for got, ref in zip(c(x, w, b), fn(x, w, b), strict=True):
+            torch.testing.assert_close(got, ref)
+
+
+def test_unflatten_undoes_dense_layouts_only():
+    from course_lib.inductor.sizevars import unflatten
+
+    i = [scheduler.sym(f"i{d}") for d in range(4)]
+    ranges = dict(zip(i, (2, 3, 4, 5), strict=True))
+    nhwc = (60, 1, 15, 3)  # [2, 3, 4, 5] channels-last
+    offset = sum(a * s for a, s in zip(i, nhwc, strict=True))
+    assert unflatten(offset, (2, 3, 4, 5), nhwc, ranges) == i
+    assert unflatten(offset, (2, 3, 4, 5), (64, 1, 16, 3), ranges) is None  # padded rows: not dense
+    assert unflatten(offset, (2, 3, 4, 5), (60, 0, 15, 3), ranges) is None  # broadcast: not dense
+
+
+VIEW_OPS = [torch.exp, torch.tanh, lambda t: t * 0.5 + 1, F.gelu]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(dims=st.sampled_from([(2, 3, 4), (3, 2, 5), (4, 4, 2), (1, 6, 3)]), perm=st.permutations([0, 1, 2]),
+       ops=st.tuples(st.integers(0, 3), st.integers(0, 3)), tail=st.sampled_from(["pointwise", "reduce", "keep"]))  # fmt: skip
+def test_random_views_between_pointwise_nodes_match_eager(dims, perm, ops, tail):
+    """A pointwise node on ``[a*b, c]``, viewed as ``[a, b, c]``, permuted and copied, then a pointwise
+    node or a reduction over the last dimension, or the first node returned too (so it is stored):
+    every rung, the numpy executor and gcc, against eager."""
+    a, b, c = dims
+
+    def fn(x):
+        y = VIEW_OPS[ops[0]](x)
+        z = VIEW_OPS[ops[1]](y.reshape(a, b, c).permute(*perm).contiguous())
+        if tail == "reduce":
+            return (z.sum(-1),)
+        return (z, y) if tail == "keep" else (z,)
+
+    x = torch.randn(a * b, c)
+    ref = fn(x)
+    gm = _trace(fn, x)
+    for fusion, codegen in (("unfused", "python"), ("vertical", "python"), ("greedy", "python"), ("greedy", None)):
+        for r, g in zip(ref, ind.compile_graph(gm, [x], fusion=fusion, codegen=codegen)(x), strict=True):
+            torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-5)
 
 
 def test_reduction_read_at_other_row_is_illegal():

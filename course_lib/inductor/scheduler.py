@@ -32,7 +32,6 @@ import sympy
 from course_lib.inductor.ir import Buffer, GraphIR, Load, Op, count_ops, loads
 from course_lib.inductor.sizevars import (
     body_in_kernel,
-    decompose,
     flat_index,
     group_ranges,
     kernel_vars,
@@ -40,6 +39,7 @@ from course_lib.inductor.sizevars import (
     store_index,
     subs_index,
     sym,
+    unflatten,
 )
 
 
@@ -133,7 +133,7 @@ def _in_kernel(buf: Buffer, group, kept: tuple | None):
 def merged_group(bufs: list[Buffer], hint=int):
     """The group of a kernel holding ``bufs``, or None when they do not share one."""
     reds = {node_group(b) for b in bufs if b.kind == "reduction"}
-    if len(reds) > 1:
+    if len(reds) > 1 or not bufs:
         return None
     if reds:
         group = reds.pop()
@@ -143,39 +143,62 @@ def merged_group(bufs: list[Buffer], hint=int):
     return group if all(fits(b, group, kept) for b in bufs) else None
 
 
+def kernel_group(bufs: list[Buffer], needed: set[str], hint=int) -> tuple[tuple | None, frozenset]:
+    """The group of a kernel holding ``bufs``, and the members it only *inlines*.
+
+    When the members share no group, a pointwise member that nothing outside the kernel reads (not
+    in ``needed``) need not have a place in the loops: it is never stored, only recomputed where
+    its readers read it (:func:`expand`), as Inductor's lowering inlines an unrealized pointwise
+    node into its users. So a linear layer's bias add, ``[B*T, C]``, joins the ``[B, T, C]`` layer
+    norm or the ``[B, H, T, D]`` head split that reads it. ``(None, frozenset())`` where even the
+    other members share no group."""
+    group = merged_group(bufs, hint)
+    if group is not None:
+        return group, frozenset()
+    loose = {b.name for b in bufs if b.kind == "pointwise" and b.name not in needed}
+    group = merged_group([b for b in bufs if b.name not in loose], hint)
+    if group is None:
+        return None, frozenset()
+    kept = kept_shape(bufs)
+    return group, frozenset(b.name for b in bufs if b.name in loose and not fits(b, group, kept))
+
+
 # ---------------------------------------------------------------------------
 # inlining: one node's element, in kernel loop symbols, with in-kernel producers expanded
 # ---------------------------------------------------------------------------
 
 
-def expand(expr, members: dict, group, memo: dict, kept: tuple | None = None):
+def expand(expr, members: dict, group, memo: dict, kept: tuple | None = None, inline: frozenset = frozenset()):
     """Replace loads of in-kernel buffers: pointwise producers by their (recomputed) body,
-    reductions by :class:`Acc` (legal only at the reader's own outer index)."""
+    reductions by :class:`Acc` (legal only at the reader's own outer index). ``inline``: members
+    with no place in the loops (:func:`kernel_group`), always recomputed at the index read."""
     if isinstance(expr, Op):
-        return Op(expr.op, tuple(expand(a, members, group, memo, kept) for a in expr.args), expr.dtype)
+        return Op(expr.op, tuple(expand(a, members, group, memo, kept, inline) for a in expr.args), expr.dtype)
     if not isinstance(expr, Load):
         return expr
-    ind = tuple((s, expand(e, members, group, memo, kept)) for s, e in expr.indirect)
+    ind = tuple((s, expand(e, members, group, memo, kept, inline)) for s, e in expr.indirect)
     if expr.buf not in members:
         return Load(expr.buf, expr.index, expr.dtype, ind)
     key = (expr.buf, expr.index, ind)
     if key in memo:
         return memo[key]
     producer = members[expr.buf]
-    natural, body = _in_kernel(producer, group, kept)
+    natural, body = (None, None) if expr.buf in inline else _in_kernel(producer, group, kept)
     if producer.kind == "reduction":
         if ind or sympy.expand(expr.index - natural) != 0:
             raise Illegal(f"{expr.buf} (a reduction) is read at {expr.index}, not at its own row {natural}")
         out = Acc(producer.name, producer.dtype)
-    elif not ind and sympy.expand(expr.index - natural) == 0:
-        out = expand(body, members, group, memo, kept)
+    elif natural is not None and not ind and sympy.expand(expr.index - natural) == 0:
+        out = expand(body, members, group, memo, kept, inline)
     else:
         if ind:
             raise Illegal(f"{expr.buf} is read through an indirect index")
-        idx = decompose(expr.index, producer.shape, group_ranges(group))
+        idx = unflatten(expr.index, producer.shape, producer.stride, group_ranges(group))
+        if idx is None:
+            raise Illegal(f"{expr.buf} is read at {expr.index}, which its layout {producer.stride} cannot undo")
         body = subs_index(producer.body, {v: sym(f"_u{d}") for d, v in enumerate(producer.index_vars())})
         body = subs_index(body, {sym(f"_u{d}"): e for d, e in enumerate(idx)})
-        out = expand(body, members, group, memo, kept)
+        out = expand(body, members, group, memo, kept, inline)
     memo[key] = out
     return out
 
@@ -229,16 +252,17 @@ def plan_kernel(graph: GraphIR, names: list[str], needed: set[str]) -> KernelPla
     ``needed``: buffers of this kernel that must be written to memory (read by another step
     or returned from the graph).
     """
-    bufs = sorted((graph.buffer(n) for n in names), key=lambda b: graph.position(b.name))
-    group = merged_group(bufs, graph.sizevars.hint)
+    every = sorted((graph.buffer(n) for n in names), key=lambda b: graph.position(b.name))
+    group, inline = kernel_group(every, needed, graph.sizevars.hint)
     if group is None:
         raise Illegal(
-            "the nodes do not share an iteration space: " + ", ".join(f"{b.name}{list(b.shape)}" for b in bufs)
+            "the nodes do not share an iteration space: " + ", ".join(f"{b.name}{list(b.shape)}" for b in every)
         )
-    members = {b.name: b for b in bufs}
+    members = {b.name: b for b in every}
     memo: dict = {}
-    kept = kept_shape(bufs)
-    exprs = {b.name: expand(_in_kernel(b, group, kept)[1], members, group, memo, kept) for b in bufs}
+    kept = kept_shape(every)
+    bufs = [b for b in every if b.name not in inline]  # the rest is recomputed where it is read
+    exprs = {b.name: expand(_in_kernel(b, group, kept)[1], members, group, memo, kept, inline) for b in bufs}
     level: dict[str, int] = {}
     for b in bufs:  # graph order is a topological order
         deps = [level[a] for a in acc_refs(exprs[b.name])]
@@ -393,16 +417,19 @@ def can_fuse(graph, groups, owner, a, b, users: dict | None = None) -> tuple[boo
 
     ``users`` (:func:`consumers`, computed once by :func:`fuse`) saves walking the graph per pair.
     """
-    kinds = {graph.buffer(n).kind for n in groups[a] + groups[b]}
+    names = groups[a] + groups[b]
+    kinds = {graph.buffer(n).kind for n in names}
     if kinds & {"extern", "alias"}:
         return False, "extern calls are not fused"
-    if merged_group([graph.buffer(n) for n in groups[a] + groups[b]], graph.sizevars.hint) is None:
-        return False, "iteration spaces differ"
     users = consumers(graph) if users is None else users
+    outs, inside = output_buffers(graph), set(names)
+    needed = {n for n in names if n in outs or users.get(n, set()) - inside}  # read outside the pair
+    if kernel_group([graph.buffer(n) for n in names], needed, graph.sizevars.hint)[0] is None:
+        return False, "iteration spaces differ"
     if _reachable(graph, groups, owner, a, b, users) or _reachable(graph, groups, owner, b, a, users):
         return False, "a path through another kernel would make a cycle"
     try:
-        plan_kernel(graph, groups[a] + groups[b], set())
+        plan_kernel(graph, names, needed)
     except Illegal as exc:
         return False, str(exc)
     return True, "ok"

@@ -184,6 +184,31 @@ def decompose(expr: sympy.Expr, shape, ranges: dict) -> list[sympy.Expr]:
     return list(reversed(out))
 
 
+def unflatten(expr: sympy.Expr, shape, stride, ranges: dict) -> list[sympy.Expr] | None:
+    """Per-dimension indices of the element at storage offset ``expr`` of a buffer laid out with
+    ``stride``: :func:`decompose` for a row-major buffer, and for any other dense layout (strides a
+    permutation of a packed one, a channels-last buffer) the same walk in stride order. None where
+    the layout is not dense (a gap, an overlap) or, with symbolic sizes, not row-major."""
+    if tuple(stride) == contiguous_strides(shape):
+        return decompose(expr, shape, ranges)
+    dims = [d for d, size in enumerate(shape) if size != 1]
+    if not all(is_static(shape[d]) and is_static(stride[d]) for d in dims):
+        return None
+    order = sorted(dims, key=lambda d: int(stride[d]))  # the innermost dimension first
+    packed = 1
+    for d in order:
+        if int(stride[d]) != packed:
+            return None
+        packed *= int(shape[d])
+    out = [sympy.Integer(0)] * len(shape)
+    for i, d in enumerate(order):
+        if i == len(order) - 1:
+            out[d] = expr
+        else:
+            expr, out[d] = split_div_mod(expr, shape[d], ranges)
+    return out
+
+
 def subs_index(expr, mapping: dict):
     """Substitute index symbols everywhere in an element expression (loads and index values)."""
     from course_lib.inductor.ir import IndexValue, Load, Op
