@@ -63,14 +63,19 @@ def ln_partial(x, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def first_part(x_ptr, R, N, S: tl.constexpr, BLOCK: tl.constexpr):
+    """This program's part, its row group, the number of groups, its columns and its first row's values."""
+    part = tl.program_id(0) % S
+    group = tl.program_id(0) // S
+    cols = part * BLOCK + tl.arange(0, BLOCK)
+    return part, group, tl.num_programs(0) // S, cols, tl.load(x_ptr + group * N + cols, mask=group < R, other=0.0)
+
+
+@triton.jit
 def sm_ahead(x_ptr, y_ptr, ws_ptr, cnt_ptr, R, N, S: tl.constexpr, BLOCK: tl.constexpr):
     """Publish ahead: row r+G's partials are loaded, reduced and published before waiting on row r,
     so the wait overlaps a whole part's read and the other parts have usually counted in by then."""
-    part = tl.program_id(0) % S
-    group = tl.program_id(0) // S
-    ngroups = tl.num_programs(0) // S
-    cols = part * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + group * N + cols, mask=group < R, other=0.0)
+    part, group, ngroups, cols, x = first_part(x_ptr, R, N, S, BLOCK)
     if group < R:
         a, b = sm_partial(x)
         publish(ws_ptr, cnt_ptr, group, part, a, b, S)
@@ -89,11 +94,7 @@ def sm_ahead(x_ptr, y_ptr, ws_ptr, cnt_ptr, R, N, S: tl.constexpr, BLOCK: tl.con
 
 @triton.jit
 def ln_ahead(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, cnt_ptr, R, N, eps, S: tl.constexpr, BLOCK: tl.constexpr):
-    part = tl.program_id(0) % S
-    group = tl.program_id(0) // S
-    ngroups = tl.num_programs(0) // S
-    cols = part * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + group * N + cols, mask=group < R, other=0.0)
+    part, group, ngroups, cols, x = first_part(x_ptr, R, N, S, BLOCK)
     if group < R:
         a, b = ln_partial(x, BLOCK)
         publish(ws_ptr, cnt_ptr, group, part, a, b, S)
