@@ -427,6 +427,21 @@ def test_convolutions_run_channels_last_on_cpu():
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=n)
 
 
+def test_a_depthwise_weight_is_viewed_channels_last_not_copied():
+    """``[C, 1, kh, kw]`` row-major and channels-last address the same bytes (the size-1 dimension's
+    stride moves nothing), so the convolution gets a view of the weight; the input is still copied."""
+    x, w = torch.randn(2, 4, 8, 8), torch.randn(4, 1, 3, 3)
+
+    def f(a, b):
+        return (F.conv2d(a, b, padding=1, groups=4),)
+
+    c = ind.compile_graph(_trace(f, x, w), [x, w])
+    copies = [b for b in c.graph.buffers if b.origin == "channels_last"]
+    assert [b.shape for b in copies] == [(2, 4, 8, 8)], copies
+    assert "reinterpret_tensor(b_1, (4, 1, 3, 3), (9, 1, 3, 1), 0)" in c.wrapper_code, c.wrapper_code
+    torch.testing.assert_close(c(x, w)[0], f(x, w)[0], rtol=1e-4, atol=1e-5)
+
+
 def test_memory_plan_never_reuses_across_layouts():
     """A channels-last buffer must not take over an NCHW tensor (the wrapper hands the tensor on)."""
     from course_lib.inductor.ir import Buffer

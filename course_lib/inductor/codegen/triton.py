@@ -607,10 +607,11 @@ class TritonKernel(Kernel):
     def row_split_source(self) -> str:
         """One kernel, NPARTS programs a row, the grid what the GPU holds at once (a cooperative
         launch). Program p holds part ``p % NPARTS`` of a row in registers; the row groups
-        (``p // NPARTS``) walk the rows. For each row a part computes its partial statistics, loads
-        its part of the next row (the load's latency hides behind the wait), publishes the partials,
-        waits at the row's counter until every part has arrived, merges the NPARTS partials (the
-        same combine rules as a looped row's lanes) and writes its part of the output.
+        (``p // NPARTS``) walk the rows. For each row a part loads its part of the next row, publishes
+        partial statistics (ROW_SPLIT_AHEAD: the next row's, its first row's before the loop; else
+        this row's, the next row's load in flight meanwhile), waits at this row's counter until every
+        part has arrived, merges the NPARTS partials (the same combine rules as a looped row's
+        lanes) and writes its part of the output.
 
         The partials and the merged statistics are scalars, not ``[1, 1]`` tiles: Triton 3.6 gave a
         ``[1, 1]`` merge result a layout of its own and moved every ``[1, RBLOCK]`` value computed from it
