@@ -106,7 +106,7 @@ VIEW_OPS = [torch.exp, torch.tanh, lambda t: t * 0.5 + 1, F.gelu]
 def test_random_views_between_pointwise_nodes_match_eager(dims, perm, ops, tail):
     """A pointwise node on ``[a*b, c]``, viewed as ``[a, b, c]``, permuted and copied, then a pointwise
     node or a reduction over the last dimension, or the first node returned too (so it is stored):
-    every rung, the numpy executor and gcc, against eager."""
+    every rung, the numpy executor, gcc and Triton (its interpreter here), against eager."""
     a, b, c = dims
 
     def fn(x):
@@ -119,7 +119,8 @@ def test_random_views_between_pointwise_nodes_match_eager(dims, perm, ops, tail)
     x = torch.randn(a * b, c)
     ref = fn(x)
     gm = _trace(fn, x)
-    for fusion, codegen in (("unfused", "python"), ("vertical", "python"), ("greedy", "python"), ("greedy", None)):
+    runs = [("unfused", "python"), ("vertical", "python"), ("greedy", "python"), ("greedy", None), ("greedy", "triton")]
+    for fusion, codegen in runs:
         for r, g in zip(ref, ind.compile_graph(gm, [x], fusion=fusion, codegen=codegen)(x), strict=True):
             torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-5)
 
