@@ -377,12 +377,10 @@ class Lowering:
             return v
         want = channels_last_strides(tuple(v.shape))
         if v.layout is not None and not v.layout[2]:
-            if tuple(v.layout[1]) == want:
-                return v
             if all(s == w or n == 1 for n, s, w in zip(v.shape, v.layout[1], want, strict=True)):
                 # the same addresses (a size-1 dimension's stride moves nothing: a depthwise weight
                 # [C, 1, kh, kw]): the same memory, viewed with channels-last strides, not a copy
-                return strided_value(v.layout[0], tuple(v.shape), want, 0, v.dtype)
+                return v if tuple(v.layout[1]) == want else strided_value(v.layout[0], tuple(v.shape), want, 0, v.dtype)
         buf = Buffer(self.new_name(), "pointwise", tuple(v.shape), v.dtype, stride=want, origin="channels_last")
         buf.body = cast(v.fn(buf.index_vars()), v.dtype)
         return self.buffer_value(self.add(buf))

@@ -335,6 +335,13 @@ def output_buffers(graph: GraphIR) -> set[str]:
     return {o[1] for o in graph.outputs if o[0] == "buf"}
 
 
+def needed_outside(names: list[str], users: dict, outs: set[str]) -> set[str]:
+    """The buffers among a kernel's ``names`` it must write to memory: returned from the graph or read
+    by a node outside the kernel (``users``: :func:`consumers`; ``outs``: :func:`output_buffers`)."""
+    inside = set(names)
+    return {n for n in names if n in outs or users.get(n, set()) - inside}
+
+
 def build(graph: GraphIR, groups: list[list[str]], strategy: str) -> Schedule:
     """Turn a partition of the computed buffers into a Schedule (kernel plans included)."""
     owner = {n: gi for gi, g in enumerate(groups) for n in g}
@@ -351,7 +358,7 @@ def build(graph: GraphIR, groups: list[list[str]], strategy: str) -> Schedule:
                 Kernel(f"extern{counter}" if first.kind == "extern" else f"alias{counter}", first.kind, names)
             )
         else:
-            needed = {n for n in names if n in outs or any(owner.get(u) != gi for u in users.get(n, ()))}
+            needed = needed_outside(names, users, outs)
             kernels.append(Kernel(f"kernel{counter}", "kernel", names, plan_kernel(graph, names, needed)))
         counter += 1
     sched = Schedule(graph, kernels, strategy)
@@ -422,8 +429,7 @@ def can_fuse(graph, groups, owner, a, b, users: dict | None = None) -> tuple[boo
     if kinds & {"extern", "alias"}:
         return False, "extern calls are not fused"
     users = consumers(graph) if users is None else users
-    outs, inside = output_buffers(graph), set(names)
-    needed = {n for n in names if n in outs or users.get(n, set()) - inside}  # read outside the pair
+    needed = needed_outside(names, users, output_buffers(graph))
     if kernel_group([graph.buffer(n) for n in names], needed, graph.sizevars.hint)[0] is None:
         return False, "iteration spaces differ"
     if _reachable(graph, groups, owner, a, b, users) or _reachable(graph, groups, owner, b, a, users):

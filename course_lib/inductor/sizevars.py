@@ -194,18 +194,12 @@ def unflatten(expr: sympy.Expr, shape, stride, ranges: dict) -> list[sympy.Expr]
     dims = [d for d, size in enumerate(shape) if size != 1]
     if not all(is_static(shape[d]) and is_static(stride[d]) for d in dims):
         return None
-    order = sorted(dims, key=lambda d: int(stride[d]))  # the innermost dimension first
-    packed = 1
-    for d in order:
-        if int(stride[d]) != packed:
-            return None
-        packed *= int(shape[d])
+    order = sorted(dims, key=lambda d: int(stride[d]), reverse=True)  # the outermost dimension first
+    if tuple(int(stride[d]) for d in order) != contiguous_strides([shape[d] for d in order]):
+        return None
     out = [sympy.Integer(0)] * len(shape)
-    for i, d in enumerate(order):
-        if i == len(order) - 1:
-            out[d] = expr
-        else:
-            expr, out[d] = split_div_mod(expr, shape[d], ranges)
+    for d, index in zip(order, decompose(expr, [shape[d] for d in order], ranges), strict=True):
+        out[d] = index
     return out
 
 
