@@ -32,22 +32,17 @@ ROWS = {"softmax": 4096, "layernorm": 4096, "layernorm_long": 32768, "softmax_lo
 def generate(names, row_split: bool, constants: dict | None = None) -> list[dict]:
     import torch
     import torch.nn.functional as F
+    from bench_gpu_inductor import _tiling  # (this file's folder is on sys.path when run as a script)
 
     import course_lib.inductor as ind
     from course_lib import compat, decomp
-    from course_lib.inductor.codegen import triton as tcg
 
     fns = {
         "softmax": lambda x, w, b: (torch.softmax(x, -1),),
         "layernorm": lambda x, w, b: (F.layer_norm(x, (x.shape[-1],), w, b),),
     }
     jobs = []
-    saved = tcg.row_split_available
-    tcg.row_split_available = lambda: row_split
-    old = {k: getattr(tcg, k) for k in constants or {}}
-    for k, v in (constants or {}).items():
-        setattr(tcg, k, v)
-    try:
+    with _tiling(row_split_available=lambda: row_split, **(constants or {})):
         for name in names:
             n = ROWS[name]
             x, w, b = torch.randn(8, n), torch.randn(n), torch.randn(n)
@@ -64,10 +59,6 @@ def generate(names, row_split: bool, constants: dict | None = None) -> list[dict
                 for stage, _, warps in launch.stages:
                     jobs.append({"workload": name, "kernel": stage, "source": source, "num_warps": warps,
                                  "signature": launch.signature, "constexprs": launch.constexprs})  # fmt: skip
-    finally:
-        tcg.row_split_available = saved
-        for k, v in old.items():
-            setattr(tcg, k, v)
     return jobs
 
 

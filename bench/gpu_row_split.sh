@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call for the row split: its GPU tests, the bench's long-row sweep (generated kernels: parts,
 # warps, publish-ahead, looped), the probe (prototype against the generated kernel), the prototype's sweep
-# with publish-ahead, and a host profile of one real model's training step. Outputs in $OUT.
+# with publish-ahead, the host time of one launch each way, and a host profile of one real model's
+# training step. Outputs in $OUT. (bench/gpu_record.sh records data/ instead.)
 set -u
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -20,6 +21,8 @@ timeout 90 python3 bench/probe_row_split.py 2>&1 | grep -v ttgir | tail -6 | cut
 echo "=== proto ==="
 CONFIGS=${CONFIGS:-8x16,8x32,16x8,16x16} WORKLOADS=softmax,layernorm_stream MODES=pf1,ahead \
   timeout 150 python3 bench/proto_row_coop.py 2>&1 | grep -v "arn" | tail -20 | cut -c1-400
+echo "=== launch ==="
+timeout 60 python3 bench/proto_launch.py 2>&1 | tail -3
 echo "=== host profile ==="
 for b in eager course_lib; do
   timeout 90 python3 bench/profile_step.py ${PROFILE_MODEL:-vit} --device cuda --steps 100 --top 25 --backend $b 2>&1 | grep -v "arn" | head -45 | cut -c1-200
