@@ -10,6 +10,9 @@ Inductor's, and which graphs left the course pipeline (a fallback is counted, no
 Writes ``results_dir/real_models.json``. ``BENCH_MODELS="gpt2 resnet"`` (or
 ``python bench/bench_real_models.py --models gpt2 resnet --rounds 15``) picks a subset;
 ``--device cuda`` runs the same on a GPU (every timed step between two ``torch.cuda.synchronize()``).
+``--decomposed-attention`` adds a fourth contestant to the rounds: course_lib with attention decomposed
+into bmm, softmax, bmm on every device (``course_lib.decomp.FUSED_ATTENTION`` emptied while it
+compiles), so the fused kernel's gain is measured in the same rounds (``fused_vs_decomposed``).
 The configs are the test suite's (two layers, widths of 32): small enough that per-call
 overhead (Python wrappers, kernel launches, waking OpenMP threads) weighs as much as arithmetic.
 
@@ -45,7 +48,22 @@ def _fallbacks(records: list) -> list[str]:
     return [f"{kind}: {reason}" for kind, reason in records if kind != "compiled"]
 
 
-def measure(name: str, rounds: int = ROUNDS, device: str = "cpu") -> dict:
+def _decomposed_attention(backend):
+    """``backend`` with :data:`course_lib.decomp.FUSED_ATTENTION` empty while it compiles a graph."""
+    from course_lib import decomp
+
+    def compile_decomposed(gm, example_inputs):
+        saved = set(decomp.FUSED_ATTENTION)
+        decomp.FUSED_ATTENTION.clear()
+        try:
+            return backend(gm, example_inputs)
+        finally:
+            decomp.FUSED_ATTENTION.update(saved)
+
+    return compile_decomposed
+
+
+def measure(name: str, rounds: int = ROUNDS, device: str = "cpu", decomposed_attention: bool = False) -> dict:
     import copy
 
     import torch
@@ -63,6 +81,10 @@ def measure(name: str, rounds: int = ROUNDS, device: str = "cpu") -> dict:
     models = {"eager": base, "inductor": torch.compile(copy.deepcopy(base), backend="inductor"),
               "course_lib": torch.compile(copy.deepcopy(base),
                                           backend=lambda gm, ex: compile_fx(gm, ex, record=records))}  # fmt: skip
+    if decomposed_attention:
+        models["course_decomposed"] = torch.compile(
+            copy.deepcopy(base), backend=_decomposed_attention(lambda gm, ex: compile_fx(gm, ex, record=records))
+        )
 
     def timed(model) -> float:
         sync()
@@ -72,7 +94,7 @@ def measure(name: str, rounds: int = ROUNDS, device: str = "cpu") -> dict:
         return time.perf_counter() - t0
 
     eager_first = timed(base)
-    compile_s = {key: timed(models[key]) - eager_first for key in ("inductor", "course_lib")}
+    compile_s = {key: timed(models[key]) - eager_first for key in models if key != "eager"}
     for model in models.values():  # warm-up: allocator, lazy CUDA/cuBLAS state, second-call paths
         timed(model)
     times: dict[str, list[float]] = {k: [] for k in models}
@@ -82,7 +104,8 @@ def measure(name: str, rounds: int = ROUNDS, device: str = "cpu") -> dict:
             times[key].append(timed(model))
     med = {k: statistics.median(v) for k, v in times.items()}
     best = {k: min(v) for k, v in times.items()}
-    return {"model": name, "device": device, "family": real_models.MODELS[name].family, "runtime_s": med, "best_s": best,
+    extra = {"fused_vs_decomposed": med["course_lib"] / med["course_decomposed"]} if decomposed_attention else {}
+    return {**extra, "model": name, "device": device, "family": real_models.MODELS[name].family, "runtime_s": med, "best_s": best,
             "compile_s": compile_s, "course_vs_eager": med["course_lib"] / med["eager"],
             "course_vs_inductor": med["course_lib"] / med["inductor"],
             "best_course_vs_eager": best["course_lib"] / best["eager"],
@@ -100,7 +123,8 @@ RATIOS = ("course_vs_eager", "course_vs_inductor", "cold_compile_vs_inductor", "
           "best_course_vs_inductor")  # fmt: skip
 
 
-def main(results_dir: pathlib.Path, models: list[str] | None = None, rounds: int = ROUNDS, device: str = "cpu") -> None:
+def main(results_dir: pathlib.Path, models: list[str] | None = None, rounds: int = ROUNDS, device: str = "cpu",
+         decomposed_attention: bool = False) -> None:  # fmt: skip
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="bench-real-inductor-"))
     os.environ.setdefault("COURSE_CACHE_DIR", tempfile.mkdtemp(prefix="bench-real-course-"))
     from tqdm.auto import tqdm
@@ -111,8 +135,10 @@ def main(results_dir: pathlib.Path, models: list[str] | None = None, rounds: int
     unknown = [n for n in names if n not in real_models.MODELS]
     if unknown:
         raise SystemExit(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(real_models.MODELS)}")
-    rows = [measure(n, rounds, device) for n in tqdm(names, desc="real models")]
-    summary = {k: geomean(r[k] for r in rows) for k in RATIOS}
+    rows = [measure(n, rounds, device, decomposed_attention) for n in tqdm(names, desc="real models")]
+    summary = {
+        k: geomean(r[k] for r in rows) for k in RATIOS + (("fused_vs_decomposed",) if decomposed_attention else ())
+    }
     head = f"{'model':14s} {'eager ms':>9s} {'inductor':>9s} {'course':>9s} {'c/eager':>8s} {'c/ind':>7s} " \
            f"{'compile ind s':>13s} {'course s':>9s}  fallbacks"  # fmt: skip
     print(head)
@@ -121,7 +147,8 @@ def main(results_dir: pathlib.Path, models: list[str] | None = None, rounds: int
         print(f"{r['model']:14s} {t['eager'] * 1e3:9.2f} {t['inductor'] * 1e3:9.2f} {t['course_lib'] * 1e3:9.2f} "
               f"{r['course_vs_eager']:8.2f} {r['course_vs_inductor']:7.2f} {c['inductor']:13.1f} "
               f"{c['course_lib']:9.1f}  {len(r['fallbacks'])}  best c/e {r['best_course_vs_eager']:.2f} "
-              f"c/i {r['best_course_vs_inductor']:.2f}  load {r['load_avg']}")  # fmt: skip
+              f"c/i {r['best_course_vs_inductor']:.2f}  load {r['load_avg']}"
+              + (f"  fused/decomposed attention {r['fused_vs_decomposed']:.2f}" if decomposed_attention else ""))  # fmt: skip
     print(
         "geomean: course/eager {course_vs_eager:.2f}x, course/Inductor {course_vs_inductor:.2f}x, "
         "cold compile course/Inductor {cold_compile_vs_inductor:.2f}x; fastest rounds: course/eager "
@@ -147,5 +174,7 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved timing rounds per model")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path(__file__).resolve().parent / "results")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--decomposed-attention", action="store_true",
+                        help="also time course_lib with attention decomposed (bmm, softmax, bmm)")  # fmt: skip
     cli = parser.parse_args()
-    main(cli.out, cli.models, cli.rounds, cli.device)
+    main(cli.out, cli.models, cli.rounds, cli.device, cli.decomposed_attention)

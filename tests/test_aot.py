@@ -47,7 +47,10 @@ MULTI_CASES = {
     aten.max_pool2d_with_indices.default: lambda: (_d(2, 3, 7, 7), [3, 3], [2, 2], [1, 1]),
     aten.topk.default: lambda: (_d(5, 8), 3, 1), aten.sort.default: lambda: (_d(6, 4), 0, True),
     aten.max.dim: lambda: (_d(3, 5, 4), 1), aten.min.dim: lambda: (_d(3, 5, 4), -1, True),  # keepdim False / True
+    aten._scaled_dot_product_flash_attention_for_cpu.default: lambda: (_d(2, 3, 5, 8), _d(2, 3, 7, 8), _d(2, 3, 7, 8)),
 }  # fmt: skip
+#: rules for CUDA-only kernels: checked on meta tensors and on a GPU (tests/test_fused_attention.py)
+CUDA_ONLY = {aten._scaled_dot_product_efficient_attention.default}
 RULE_CASES.update({
     aten.embedding.default: lambda: (_d(10, 4), torch.tensor([[1, 3, 3], [0, 9, 1]])),
     aten._adaptive_avg_pool2d.default: lambda: (_d(2, 3, 6, 6), [2, 3]),
@@ -74,7 +77,7 @@ NAMED = {"depthwise": aten.convolution.default, "bilinear_align_corners": aten.u
 
 
 def test_every_rule_has_a_case():
-    assert {k for k in RULE_CASES if not isinstance(k, str)} | set(MULTI_CASES) == set(DERIVATIVES)
+    assert {k for k in RULE_CASES if not isinstance(k, str)} | set(MULTI_CASES) | CUDA_ONLY == set(DERIVATIVES)
 
 
 @pytest.mark.parametrize("op", sorted(MULTI_CASES, key=str), ids=str)
@@ -90,6 +93,8 @@ def test_list_and_multi_output_rules_match_autograd(op):
     grads = [torch.randn_like(o) for o in outs]
     if op in (aten.split.Tensor, aten.unbind.int):
         grads[1] = None  # an output nobody used: the rule fills zeros
+    if op is aten._scaled_dot_product_flash_attention_for_cpu.default:
+        grads[1] = None  # the logsumexp: saved for the backward, not differentiable (torch's formula)
     want = torch.autograd.grad([o for o, g in zip(outs, grads) if g is not None], leaves,
                                [g for g in grads if g is not None])  # fmt: skip
     plain = [[t.detach() for t in a] if isinstance(a, list) and a and isinstance(a[0], torch.Tensor)

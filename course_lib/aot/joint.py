@@ -29,7 +29,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from course_lib import compat, decomp
-from course_lib.aot.rules import DERIVATIVES, has_no_gradient
+from course_lib.aot.rules import DERIVATIVES, KeywordGrads, has_no_gradient, needs_grad
 from course_lib.fx import Graph, Node, fetch_attr, map_arg
 
 aten = torch.ops.aten
@@ -74,7 +74,15 @@ def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int]) -
         if rule is None:
             raise KeyError(f"no derivative rule for {node.target} (node {node.name})")
         args, kwargs = map_arg(node.args, env.get), map_arg(node.kwargs, env.get)
-        arg_grads = rule(grad[node], env[node], *args, **kwargs)
+        wanted = ([isinstance(a, Node) and a in live for a in node.args],
+                  {k: isinstance(a, Node) and a in live for k, a in node.kwargs.items()})  # fmt: skip
+        with needs_grad(*wanted):  # a fused backward kernel skips the gradients nobody reads
+            arg_grads = rule(grad[node], env[node], *args, **kwargs)
+        if arg_grads and isinstance(arg_grads[-1], KeywordGrads):  # gradients for keyword arguments too
+            for key, g1 in arg_grads[-1].items():
+                if isinstance(node.kwargs.get(key), Node) and g1 is not None and node.kwargs[key] in live:
+                    _accumulate(grad, node.kwargs[key], g1)
+            arg_grads = arg_grads[:-1]
         for a, g in zip(node.args, arg_grads):
             pairs = zip(a, g) if isinstance(a, (list, tuple)) and isinstance(g, (list, tuple)) else [(a, g)]
             for a1, g1 in pairs:  # a list argument (cat's tensors) gets a list of gradients

@@ -15,6 +15,7 @@ Where torch differs: torch's formulas may call fused backward ops (``threshold_b
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import torch
@@ -510,6 +511,98 @@ def im2col(g: Tensor, out: Tensor, x: Tensor, kernel_size, dilation, padding, st
     onto the image, ``col2im`` (``nn.Fold``), the library kernel torch's formula calls too."""
     gx = aten.col2im.default(g, list(x.shape[-2:]), kernel_size, dilation, padding, stride)
     return gx, None, None, None, None
+
+
+# ------------------------------------------------------------------ fused attention
+# (course_lib.decomp.FUSED_ATTENTION keeps these whole on some devices; see there)
+
+_NEEDED: list[tuple[list[bool], dict[str, bool]]] = []  # innermost last: which arguments need a gradient
+
+
+@contextlib.contextmanager
+def needs_grad(args: list[bool], kwargs: dict[str, bool]):
+    """While a rule runs: which of its node's arguments need a gradient (positional, keyword).
+
+    torch passes the same to a fused backward kernel as ``grad_input_mask``
+    (``output_mask`` for convolution_backward), so the kernel skips gradients nobody reads.
+    :func:`course_lib.aot.joint.backward_pass` sets it. Outside it (:func:`vjp`) every positional
+    argument needs one and no keyword argument does: a rule returns gradients for positions only.
+    """
+    _NEEDED.append((args, kwargs))
+    try:
+        yield
+    finally:
+        _NEEDED.pop()
+
+
+def needed(at: int | str) -> bool:
+    """Does the argument at position (or keyword) ``at`` of the current rule's node need a gradient?"""
+    if not _NEEDED:
+        return not isinstance(at, str)
+    args, kwargs = _NEEDED[-1]
+    return kwargs.get(at, False) if isinstance(at, str) else at < len(args) and args[at]
+
+
+@derivative(aten._scaled_dot_product_efficient_attention.default)
+def efficient_attention(g: list, out: tuple, q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None,
+                        compute_log_sumexp: bool, dropout_p: float = 0.0, is_causal: bool = False, *,
+                        scale: float | None = None) -> tuple:  # fmt: skip
+    """The fused backward kernel, as torch's formula calls it (derivatives.yaml). It never saw the
+    ``[L, S]`` probabilities: it recomputes each tile of them from q, k and the saved logsumexp
+    (``out[1]``), one more matmul per tile instead of a round trip through memory. The bias's
+    gradient is asked for only when something reads it (a learned bias, not a padding mask)."""
+    if g[0] is None:  # only the logsumexp was used: it carries no gradient (torch's formula agrees)
+        return None, None, None, None, None
+    if not compute_log_sumexp:
+        raise ValueError("efficient attention traced without its logsumexp: the backward kernel needs it")
+    mask = [needed(0), needed(1), needed(2), attn_bias is not None and needed(3)]
+    gq, gk, gv, gb = aten._scaled_dot_product_efficient_attention_backward.default(
+        g[0], q, k, v, attn_bias, out[0], out[1], out[2], out[3], dropout_p, mask, is_causal, scale=scale)  # fmt: skip
+    return gq, gk, gv, gb, None
+
+
+class KeywordGrads(dict):
+    """A rule's last entry when keyword arguments get gradients too: ``{name: gradient}``."""
+
+
+@derivative(aten._scaled_dot_product_flash_attention_for_cpu.default)
+def flash_attention_for_cpu(g: list, out: tuple, q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0,
+                            is_causal: bool = False, *, attn_mask: Tensor | None = None,
+                            scale: float | None = None) -> tuple:  # fmt: skip
+    """The CPU FlashAttention kernel's backward (same recomputation) for q, k and v.
+
+    The kernel has no gradient for ``attn_mask``. A float mask that something learns (T5's relative
+    position bias) gets the scores' gradient, summed to the mask's shape, written out in ATen ops:
+    ``P * (dP - rowsum(dO * O))`` with ``P = exp(scores - logsumexp)`` and ``dP = dO v^T``. That
+    materialises the ``[L, S]`` scores, as torch's math path does for such a mask.
+    """
+    if g[0] is None:
+        return None, None, None, None, None
+    gq, gk, gv = aten._scaled_dot_product_flash_attention_for_cpu_backward.default(
+        g[0], q, k, v, out[0], out[1], dropout_p, is_causal, attn_mask=attn_mask, scale=scale)  # fmt: skip
+    grads = (gq, gk, gv, None, None)
+    if attn_mask is not None and attn_mask.is_floating_point() and needed("attn_mask"):
+        if dropout_p != 0.0:
+            raise NotImplementedError(
+                "a learned attention mask with dropout: the mask's gradient needs the dropout mask"
+            )
+        grads += (KeywordGrads(attn_mask=_mask_gradient(g[0], out, q, k, v, attn_mask, scale)),)
+    return grads
+
+
+def _mask_gradient(g: Tensor, out: tuple, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale) -> Tensor:
+    """d loss / d mask for ``softmax(q k^T * scale + mask) v`` (no causal flag: SDPA refuses both)."""
+    import math
+
+    from course_lib.decomp.table import _share_kv_heads
+
+    k, v = _share_kv_heads(k, q.shape[-3]), _share_kv_heads(v, q.shape[-3])
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = aten.add.Tensor(aten.mul.Tensor(aten.matmul.default(q, aten.transpose.int(k, -2, -1)), scale), mask)
+    p = aten.exp.default(aten.sub.Tensor(scores, aten.unsqueeze.default(out[1], -1)))
+    dp = aten.matmul.default(g, aten.transpose.int(v, -2, -1))
+    delta = aten.sum.dim_IntList(aten.mul.Tensor(g, out[0]), [-1], True)  # rowsum(dP * P), computed from O
+    return sum_to(aten.mul.Tensor(p, aten.sub.Tensor(dp, delta)), mask.shape)
 
 
 NOT_DIFFERENTIABLE = frozenset(

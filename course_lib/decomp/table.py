@@ -25,6 +25,7 @@ no out= variants, no in-place ops.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 
 import torch
@@ -480,6 +481,20 @@ def _share_kv_heads(t: Tensor, heads: int) -> Tensor:
     return aten.view.default(aten.clone.default(spread, memory_format=torch.contiguous_format), [*lead, heads, n, e])
 
 
+#: Device types on which attention stays one fused library kernel instead of bmm, softmax, bmm.
+#: ``scaled_dot_product_attention`` reaches these entries on a fused kernel's path: FlashAttention
+#: for CPU, memory-efficient attention on CUDA. Decomposed, a compiler fuses the softmax with its
+#: neighbours, but the ``[L, S]`` scores go through memory twice and each product is its own
+#: library call; the fused kernel keeps a tile of scores on chip (Module 5's flash attention) and
+#: saves only the rows' logsumexp for its backward. Inductor keeps both kernels whole
+#: (``make_fallback`` in torch/_inductor/lowering.py), and its pattern matcher even rewrites
+#: hand-written attention into them. The course keeps them on CUDA, where the fused kernel wins,
+#: and decomposes on the CPU, where Module 4's labs read the decomposed graph. Set by
+#: ``$COURSE_FUSED_ATTENTION`` (comma-separated device types; empty: decompose everywhere).
+#: Kept ops have derivative rules in course_lib.aot.rules and run as extern calls.
+FUSED_ATTENTION: set[str] = {d for d in os.environ.get("COURSE_FUSED_ATTENTION", "cuda").split(",") if d}
+
+
 def _attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, is_causal: bool,
                scale: float | None) -> tuple[Tensor, Tensor]:  # fmt: skip
     """softmax(q k^T * scale + mask) v with bmm for both products; also the rows' logsumexp."""
@@ -518,6 +533,8 @@ def flash_attention_for_cpu(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 
     ``scaled_dot_product_attention`` itself is CompositeImplicit: it picks this kernel or the
     math ops before any table is consulted, so it cannot be an entry here.
     """
+    if q.device.type in FUSED_ATTENTION:
+        return NotImplemented  # the tracer records the op itself: one library call
     if dropout_p != 0.0:
         raise NotImplementedError("flash attention: the course decomposes dropout_p=0 only")
     return _attention(q, k, v, attn_mask, is_causal, scale)
@@ -532,6 +549,14 @@ def efficient_attention(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | Non
     Same math form as the CPU one. The seed and offset feed only dropout's backward, and the
     course decomposes dropout_p=0, so they are zeros.
     """
+    if q.device.type in FUSED_ATTENTION:
+        if compute_log_sumexp:
+            return NotImplemented  # kept whole, as traced
+        # The backward needs the logsumexp, and whether a backward follows is not known while
+        # tracing the forward (torch asks for it only when an input requires grad): ask always.
+        # This call comes back here with True, and the tracer records the op.
+        return aten._scaled_dot_product_efficient_attention.default(q, k, v, attn_bias, True, dropout_p, is_causal,
+                                                                    scale=scale)  # fmt: skip
     if dropout_p != 0.0:
         raise NotImplementedError("efficient attention: the course decomposes dropout_p=0 only")
     out, lse = _attention(q, k, v, attn_bias, is_causal, scale)
