@@ -162,3 +162,44 @@ def test_real_models_on_cuda_call_the_fused_kernel(name, monkeypatch):
     targets = _targets(seen)
     assert str(EFFICIENT) in targets
     assert "aten._scaled_dot_product_efficient_attention_backward.default" in targets
+
+
+def test_layout_rules():
+    """What the CUDA kernels accept (Inductor's ``sdpa_constraint``): a bias's rows padded to 8
+    elements, a broadcast dimension kept; ``out`` and its gradient stored heads-inner."""
+    from course_lib.inductor import lowering as L
+
+    accepts, strides = L._aligned_bias((2, 3, 5, 7))
+    assert strides == (3 * 5 * 8, 5 * 8, 8, 1)
+    assert not accepts((105, 35, 7, 1)) and accepts((40, 0, 8, 1)) and accepts((0, 0, 16, 1))
+    accepts, strides = L._dense_last_dim((2, 3, 5, 7))
+    assert strides == (105, 35, 7, 1) and accepts((105, 7, 21, 1)) and not accepts((105, 35, 1, 5))
+    assert L._heads_inner((2, 3, 5, 8)) == (120, 8, 24, 1)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_required_layouts_are_copies_with_the_same_values(monkeypatch, seed):
+    """The layout rules run on the CPU FlashAttention backward (as if it were CUDA's): ``out`` and
+    its gradient are copied heads-inner and ``q`` with padded rows (head size 5), and the gradients
+    still match eager."""
+    from course_lib.inductor import lowering as L
+
+    monkeypatch.setattr(decomp.table, "FUSED_ATTENTION", {"cpu"})
+    monkeypatch.setattr(L, "_on_cuda", lambda node: True)
+    rules_for = {0: L._heads_inner, 1: L._aligned_bias, 4: L._heads_inner}
+    monkeypatch.setitem(L.ATTENTION_LAYOUTS, "aten._scaled_dot_product_flash_attention_for_cpu_backward.default",
+                        rules_for)  # fmt: skip
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(2, 3, 6, 5, generator=g) for _ in range(3))
+    record = []
+    compiled = ind.compile_with_course_aot(lambda q, k, v: F.scaled_dot_product_attention(q, k, v).sin(), record=record)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = compiled(*leaves)
+    out.backward(torch.ones_like(out))
+    ref_leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    F.scaled_dot_product_attention(*ref_leaves).sin().backward(torch.ones_like(out))
+    for got, want in zip(leaves, ref_leaves):
+        torch.testing.assert_close(got.grad, want.grad, rtol=1e-4, atol=1e-5)
+    backward = [c for kind, c in record if kind == "compiled"][-1]
+    assert "(90, 5, 15, 1)" in backward.wrapper_code  # a [2, 3, 6, 5] copy stored [2, 6, 3, 5]
+    assert "(144, 48, 8, 1)" in backward.wrapper_code  # q with rows padded to 8

@@ -308,6 +308,9 @@ class Lowering:
 
         to_nhwc = CHANNELS_LAST_ARGS.get(str(node.target), ()) if self.channels_last else ()
         args = tuple(self.require_channels_last(a) if i in to_nhwc else a for i, a in enumerate(args))
+        layouts = ATTENTION_LAYOUTS.get(str(node.target), {}) if _on_cuda(node) else {}
+        args = tuple(self.require_strides(a, layouts[i](a.shape)) if i in layouts and isinstance(a, TensorValue) else a
+                     for i, a in enumerate(args))  # fmt: skip
         cargs, ckw = conv(args), {k: conv(v) for k, v in kwargs.items()}
         meta = node.meta.get("val")
         spec = {"target": str(node.target), "args": cargs, "kwargs": ckw, "inputs": list(dict.fromkeys(inputs))}
@@ -375,13 +378,25 @@ class Lowering:
         ``ExternKernel.require_channels_last`` in torch/_inductor/ir.py)."""
         if not isinstance(v, TensorValue) or not _nchw(v.shape):
             return v
-        want = channels_last_strides(tuple(v.shape))
+        return self.require_strides(v, channels_last_strides(tuple(v.shape)), "channels_last")
+
+    def require_strides(self, v, want, origin: str = "require_strides"):
+        """``v`` with a layout ``want`` accepts: ``want`` is a stride tuple, or a predicate on
+        ``v``'s strides paired with the strides of a copy (``(accepts, strides)``). ``v`` itself
+        when its layout is accepted, else a copy kernel the scheduler may fuse with ``v``'s producer
+        (Inductor's ``ExternKernel.require_stride_order`` / ``require_exact_strides``)."""
+        if not isinstance(v, TensorValue) or want is None:
+            return v
+        accepts, want = want if isinstance(want[0], Callable) else (None, tuple(want))
         if v.layout is not None and not v.layout[2]:
-            if all(s == w or n == 1 for n, s, w in zip(v.shape, v.layout[1], want, strict=True)):
+            have = tuple(v.layout[1])
+            if accepts is not None and accepts(have):
+                return v
+            if all(s == w or n == 1 for n, s, w in zip(v.shape, have, want, strict=True)):
                 # the same addresses (a size-1 dimension's stride moves nothing: a depthwise weight
-                # [C, 1, kh, kw]): the same memory, viewed with channels-last strides, not a copy
-                return v if tuple(v.layout[1]) == want else strided_value(v.layout[0], tuple(v.shape), want, 0, v.dtype)
-        buf = Buffer(self.new_name(), "pointwise", tuple(v.shape), v.dtype, stride=want, origin="channels_last")
+                # [C, 1, kh, kw]): the same memory, viewed with the wanted strides, not a copy
+                return v if have == want else strided_value(v.layout[0], tuple(v.shape), want, 0, v.dtype)
+        buf = Buffer(self.new_name(), "pointwise", tuple(v.shape), v.dtype, stride=want, origin=origin)
         buf.body = cast(v.fn(buf.index_vars()), v.dtype)
         return self.buffer_value(self.add(buf))
 
@@ -419,6 +434,74 @@ class ExternTuple:
 #: extern -> positions of its 4-D tensor arguments that it gets channels-last (input, weight;
 #: for the backward: grad_output, input, weight).
 CHANNELS_LAST_ARGS = {"aten.convolution.default": (0, 1), "aten.convolution_backward.default": (0, 1, 2)}
+
+
+# ---------------------------------------------------------------------------
+# fused attention's layouts (CUDA): what Inductor's ``sdpa_constraint`` (torch/_inductor/lowering.py) asks
+# ---------------------------------------------------------------------------
+
+
+def _on_cuda(node) -> bool:
+    val = node.meta.get("val")
+    val = val[0] if isinstance(val, (list, tuple)) and val else val
+    return getattr(getattr(val, "device", None), "type", None) == "cuda"
+
+
+def _contiguous(shape) -> tuple:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step = step * n
+    return tuple(reversed(strides))
+
+
+def _dense_last_dim(shape):
+    """q, k, v: any layout whose last dimension is dense (stride 1), else a contiguous copy."""
+    if not all(is_static(n) for n in shape):
+        return None
+    return (lambda have: have[-1] == 1 or shape[-1] == 1), _contiguous(shape)
+
+
+#: the memory-efficient kernels read a bias in rows of whole 8-element (32-byte) steps
+ATTENTION_BIAS_ALIGNMENT = 8
+
+
+def _aligned_bias(shape):
+    """The bias: last dimension dense, every other stride a multiple of 8 elements (a broadcast
+    dimension may keep stride 0); a copy pads the rows to 8 elements (``preprocess_mask`` in ATen)."""
+    if not all(is_static(n) for n in shape):
+        return None
+    a = ATTENTION_BIAS_ALIGNMENT
+
+    def accepts(have):
+        return (have[-1] == 1 or shape[-1] == 1) and all(st % a == 0 for st in have[:-1])
+
+    strides, step = [1], shape[-1]
+    for n in reversed(shape[:-1]):
+        step = -(-step // a) * a
+        strides.append(step)
+        step *= n
+    return accepts, tuple(reversed(strides))
+
+
+def _heads_inner(shape):
+    """``out`` and its gradient for the backward kernel: ``[B, H, L, D]`` stored as ``[B, L, H, D]``,
+    the layout the forward kernel returns (Inductor's stride order (3, 1, 2, 0); another layout
+    crashes the kernel, pytorch/pytorch#138772)."""
+    if len(shape) != 4 or not all(is_static(n) for n in shape):
+        return None
+    _, heads, seq, d = shape
+    return (seq * heads * d, d, heads * d, 1)
+
+
+#: extern -> {argument position: layout rule (shape -> strides, or (accepts, strides))}
+ATTENTION_LAYOUTS = {
+    "aten._scaled_dot_product_efficient_attention.default": {
+        0: _dense_last_dim, 1: _dense_last_dim, 2: _dense_last_dim, 3: _aligned_bias},
+    "aten._scaled_dot_product_efficient_attention_backward.default": {
+        0: _heads_inner, 1: _dense_last_dim, 2: _dense_last_dim, 3: _dense_last_dim, 4: _aligned_bias,
+        5: _heads_inner},
+}  # fmt: skip
 
 
 def _nchw(shape) -> bool:
