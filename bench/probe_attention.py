@@ -61,6 +61,24 @@ def main(names):
         return orig(gm, *a, **k)
 
     compile_fx.compile_graph = spy_compile
+    from course_lib import decomp
+
+    def why(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        """While course_lib traces: can the efficient kernel take these arguments, and if not, why."""
+        import warnings
+
+        from torch.backends.cuda import SDPAParams, can_use_efficient_attention
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ok = can_use_efficient_attention(SDPAParams(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa), True)
+        graphs.append(
+            f"traced sdpa: q {describe(q)} k {describe(k)} mask {describe(attn_mask)} causal {is_causal} "
+            f"-> efficient {ok} {[str(w.message)[:200] for w in caught]}"
+        )
+        return NotImplemented
+
+    decomp.BEFORE_DISPATCH[torch._C._nn.scaled_dot_product_attention] = why
     course_aot = compile_fx._course_aot
 
     def spy_aot(gm, example_inputs, *a, **k):

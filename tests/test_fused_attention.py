@@ -203,3 +203,21 @@ def test_required_layouts_are_copies_with_the_same_values(monkeypatch, seed):
     backward = [c for kind, c in record if kind == "compiled"][-1]
     assert "(90, 5, 15, 1)" in backward.wrapper_code  # a [2, 3, 6, 5] copy stored [2, 6, 3, 5]
     assert "(144, 48, 8, 1)" in backward.wrapper_code  # q with rows padded to 8
+
+
+def test_a_broadcast_mask_is_made_dense_before_torch_picks_the_kernel(fused_on_cpu):
+    """Under torch.compile transformers' BERT passes a padding mask broadcast with stride 0 along
+    keys; CUDA's fused kernels refuse such a mask and torch would take the math path. Where attention
+    stays whole, the course hands torch a dense copy: the kernel is kept, the values unchanged."""
+    q, k, v, _ = _inputs(2)
+    keep = torch.rand(2, 1, q.shape[2], 1) > 0.3
+    keep[:, :, 0] = True
+    mask = keep.expand(2, 1, q.shape[2], k.shape[2])
+    assert mask.stride(-1) == 0
+    assert decomp.BEFORE_DISPATCH[torch._C._nn.scaled_dot_product_attention] is decomp.attention_with_dense_mask
+    graph = decomp.trace(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask), q, k, v, table={})
+    targets = _targets([graph])
+    assert str(CPU_FLASH) in targets and "aten.clone.default" in targets, targets
+    got = decomp.attention_with_dense_mask(q, k, v, mask)
+    torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    assert decomp.attention_with_dense_mask(q, k, v, mask.contiguous()) is NotImplemented  # dense already

@@ -31,6 +31,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from course_lib.decomp import models as _models  # noqa: F401  (registers the entries real models need)
+from course_lib.decomp import table as _table
 from course_lib.decomp.table import DECOMPOSITIONS, FUSED_ATTENTION, KIND, PRIMITIVES, kind, register
 
 __all__ = ["BEFORE_DISPATCH", "DECOMPOSITIONS", "FUSED_ATTENTION", "KIND", "PRIMITIVES", "decompose", "kind", "non_primitive",
@@ -71,9 +72,29 @@ def one_hot(x: torch.Tensor, num_classes: int = -1):
     return torch.ops.aten._to_copy.default(hot, dtype=torch.int64)
 
 
+def attention_with_dense_mask(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                              enable_gqa=False):  # fmt: skip
+    """``scaled_dot_product_attention`` with its mask's last dimension made dense, where attention
+    stays whole (:data:`FUSED_ATTENTION`).
+
+    torch picks the kernel inside this CompositeImplicit op, from the arguments' layouts: the fused
+    kernels read a mask row by row, so a mask whose last stride is not 1 sends the call to the math
+    path (bmm, softmax, bmm) and nothing later can undo it. Under ``torch.compile`` transformers'
+    BERT hands over such a mask, a ``[B, 1, L, S]`` broadcast of a ``[B, S]`` padding mask (stride 0
+    along keys), where eager drops the mask and gets the fused kernel. Inductor rebuilds attention
+    from the math with its pattern matcher (``torch/_inductor/fx_passes/fuse_attention.py``); the
+    course copies the mask (``B x L x S`` booleans) before torch chooses, which changes no value.
+    """
+    if attn_mask is None or q.device.type not in _table.FUSED_ATTENTION or attn_mask.stride(-1) == 1:
+        return NotImplemented
+    return torch._C._nn.scaled_dot_product_attention(q, k, v, attn_mask.contiguous(), dropout_p, is_causal,
+                                                     scale=scale, enable_gqa=enable_gqa)  # fmt: skip
+
+
 #: torch-level functions :class:`BeforeDispatch` rewrites, {function: replacement}
 #: (``torch.nn.functional.one_hot`` is ``torch._C._nn.one_hot``)
-BEFORE_DISPATCH: dict = {torch._C._nn.one_hot: one_hot}
+BEFORE_DISPATCH: dict = {torch._C._nn.one_hot: one_hot,
+                         torch._C._nn.scaled_dot_product_attention: attention_with_dense_mask}  # fmt: skip
 
 
 class BeforeDispatch(TorchFunctionMode):
