@@ -447,19 +447,11 @@ def _on_cuda(node) -> bool:
     return getattr(getattr(val, "device", None), "type", None) == "cuda"
 
 
-def _contiguous(shape) -> tuple:
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step = step * n
-    return tuple(reversed(strides))
-
-
 def _dense_last_dim(shape):
     """q, k, v: any layout whose last dimension is dense (stride 1), else a contiguous copy."""
     if not all(is_static(n) for n in shape):
         return None
-    return (lambda have: have[-1] == 1 or shape[-1] == 1), _contiguous(shape)
+    return (lambda have: have[-1] == 1 or shape[-1] == 1), contiguous_strides(shape)
 
 
 #: the memory-efficient kernels read a bias in rows of whole 8-element (32-byte) steps
