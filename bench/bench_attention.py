@@ -33,16 +33,11 @@ def _compiled(fused: bool):
     from course_lib import decomp
     from course_lib.inductor import compile_fx
 
-    saved = set(decomp.FUSED_ATTENTION)
+    devices = set(decomp.FUSED_ATTENTION) if fused else ()
 
     def backend(gm, example_inputs):
-        decomp.FUSED_ATTENTION.clear()
-        decomp.FUSED_ATTENTION.update(saved if fused else ())
-        try:
+        with decomp.fused_attention(devices):
             return compile_fx(gm, example_inputs)
-        finally:
-            decomp.FUSED_ATTENTION.clear()
-            decomp.FUSED_ATTENTION.update(saved)
 
     return torch.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), backend=backend)
 

@@ -53,12 +53,8 @@ def _decomposed_attention(backend):
     from course_lib import decomp
 
     def compile_decomposed(gm, example_inputs):
-        saved = set(decomp.FUSED_ATTENTION)
-        decomp.FUSED_ATTENTION.clear()
-        try:
+        with decomp.fused_attention(()):
             return backend(gm, example_inputs)
-        finally:
-            decomp.FUSED_ATTENTION.update(saved)
 
     return compile_decomposed
 

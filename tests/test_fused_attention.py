@@ -183,7 +183,7 @@ def test_layout_rules():
     assert not accepts((105, 35, 7, 1)) and accepts((40, 0, 8, 1)) and accepts((0, 0, 16, 1))
     accepts, strides = L._dense_last_dim((2, 3, 5, 7))
     assert strides == (105, 35, 7, 1) and accepts((105, 7, 21, 1)) and not accepts((105, 35, 1, 5))
-    assert L._heads_inner((2, 3, 5, 8)) == (120, 8, 24, 1)
+    assert L._heads_inner((2, 3, 5, 8)) == (None, (120, 8, 24, 1))  # exactly these strides
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -16,6 +16,7 @@ Where torch differs: torch's formulas may call fused backward ops (``threshold_b
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable
 
 import torch
@@ -592,8 +593,6 @@ def flash_attention_for_cpu(g: list, out: tuple, q: Tensor, k: Tensor, v: Tensor
 
 def _mask_gradient(g: Tensor, out: tuple, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale) -> Tensor:
     """d loss / d mask for ``softmax(q k^T * scale + mask) v`` (no causal flag: SDPA refuses both)."""
-    import math
-
     from course_lib.decomp.table import _share_kv_heads
 
     k, v = _share_kv_heads(k, q.shape[-3]), _share_kv_heads(v, q.shape[-3])

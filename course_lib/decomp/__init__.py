@@ -6,6 +6,7 @@ API::
 
     DECOMPOSITIONS            {OpOverload: python function}, filled by @register(aten.op)
     FUSED_ATTENTION           device types on which fused attention kernels stay whole (default {"cuda"})
+    fused_attention(devices)  context: attention whole on ``devices`` only, for the block
     PRIMITIVES                the ops that remain after decomposing (pointwise, reductions, views, mm/bmm)
     register(*ops)            decorator adding an entry
     decompose(graph, *example_inputs, table=None) -> Graph   only primitives left (checked)
@@ -32,9 +33,9 @@ from torch.overrides import TorchFunctionMode
 
 from course_lib.decomp import models as _models  # noqa: F401  (registers the entries real models need)
 from course_lib.decomp import table as _table
-from course_lib.decomp.table import DECOMPOSITIONS, FUSED_ATTENTION, KIND, PRIMITIVES, kind, register
+from course_lib.decomp.table import DECOMPOSITIONS, FUSED_ATTENTION, KIND, PRIMITIVES, fused_attention, kind, register
 
-__all__ = ["BEFORE_DISPATCH", "DECOMPOSITIONS", "FUSED_ATTENTION", "KIND", "PRIMITIVES", "decompose", "kind", "non_primitive",
+__all__ = ["BEFORE_DISPATCH", "DECOMPOSITIONS", "FUSED_ATTENTION", "KIND", "PRIMITIVES", "decompose", "fused_attention", "kind", "non_primitive",
            "primitive_counts", "register", "trace"]  # fmt: skip
 
 

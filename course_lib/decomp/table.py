@@ -24,6 +24,7 @@ no out= variants, no in-place ops.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -493,6 +494,19 @@ def _share_kv_heads(t: Tensor, heads: int) -> Tensor:
 #: ``$COURSE_FUSED_ATTENTION`` (comma-separated device types; empty: decompose everywhere).
 #: Kept ops have derivative rules in course_lib.aot.rules and run as extern calls.
 FUSED_ATTENTION: set[str] = {d for d in os.environ.get("COURSE_FUSED_ATTENTION", "cuda").split(",") if d}
+
+
+@contextlib.contextmanager
+def fused_attention(devices):
+    """Within the block, attention stays whole on ``devices`` only (``()``: decomposed everywhere)."""
+    saved = set(FUSED_ATTENTION)
+    FUSED_ATTENTION.clear()
+    FUSED_ATTENTION.update(devices)
+    try:
+        yield
+    finally:
+        FUSED_ATTENTION.clear()
+        FUSED_ATTENTION.update(saved)
 
 
 def _attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, is_causal: bool,

@@ -309,8 +309,7 @@ class Lowering:
         to_nhwc = CHANNELS_LAST_ARGS.get(str(node.target), ()) if self.channels_last else ()
         args = tuple(self.require_channels_last(a) if i in to_nhwc else a for i, a in enumerate(args))
         layouts = ATTENTION_LAYOUTS.get(str(node.target), {}) if _on_cuda(node) else {}
-        args = tuple(self.require_strides(a, layouts[i](a.shape)) if i in layouts and isinstance(a, TensorValue) else a
-                     for i, a in enumerate(args))  # fmt: skip
+        args = tuple(self.require_layout(a, layouts[i]) if i in layouts else a for i, a in enumerate(args))
         cargs, ckw = conv(args), {k: conv(v) for k, v in kwargs.items()}
         meta = node.meta.get("val")
         spec = {"target": str(node.target), "args": cargs, "kwargs": ckw, "inputs": list(dict.fromkeys(inputs))}
@@ -378,16 +377,19 @@ class Lowering:
         ``ExternKernel.require_channels_last`` in torch/_inductor/ir.py)."""
         if not isinstance(v, TensorValue) or not _nchw(v.shape):
             return v
-        return self.require_strides(v, channels_last_strides(tuple(v.shape)), "channels_last")
+        return self.require_strides(v, channels_last_strides(tuple(v.shape)), origin="channels_last")
 
-    def require_strides(self, v, want, origin: str = "require_strides"):
-        """``v`` with a layout ``want`` accepts: ``want`` is a stride tuple, or a predicate on
-        ``v``'s strides paired with the strides of a copy (``(accepts, strides)``). ``v`` itself
-        when its layout is accepted, else a copy kernel the scheduler may fuse with ``v``'s producer
-        (Inductor's ``ExternKernel.require_stride_order`` / ``require_exact_strides``)."""
-        if not isinstance(v, TensorValue) or want is None:
-            return v
-        accepts, want = want if isinstance(want[0], Callable) else (None, tuple(want))
+    def require_layout(self, v, rule):
+        """``v`` laid out as a layout rule of :data:`ATTENTION_LAYOUTS` asks (shape -> ``(accepts,
+        strides)``, or None when the rule has nothing to ask of this shape)."""
+        want = rule(v.shape) if isinstance(v, TensorValue) else None
+        return v if want is None else self.require_strides(v, want[1], accepts=want[0], origin="attention_layout")
+
+    def require_strides(self, v, want: tuple, accepts=None, origin: str = "require_strides"):
+        """``v`` with strides ``want``, or any layout ``accepts(strides)`` approves: ``v`` itself when
+        its layout qualifies, else a copy kernel with strides ``want`` that the scheduler may fuse with
+        ``v``'s producer (Inductor's ``ExternKernel.require_stride_order`` / ``require_exact_strides``)."""
+        want = tuple(want)
         if v.layout is not None and not v.layout[2]:
             have = tuple(v.layout[1])
             if accepts is not None and accepts(have):
@@ -479,14 +481,14 @@ def _aligned_bias(shape):
 def _heads_inner(shape):
     """``out`` and its gradient for the backward kernel: ``[B, H, L, D]`` stored as ``[B, L, H, D]``,
     the layout the forward kernel returns (Inductor's stride order (3, 1, 2, 0); another layout
-    crashes the kernel, pytorch/pytorch#138772)."""
+    crashes the kernel, pytorch/pytorch#138772). Exactly these strides."""
     if len(shape) != 4 or not all(is_static(n) for n in shape):
         return None
     _, heads, seq, d = shape
-    return (seq * heads * d, d, heads * d, 1)
+    return None, (seq * heads * d, d, heads * d, 1)
 
 
-#: extern -> {argument position: layout rule (shape -> strides, or (accepts, strides))}
+#: extern -> {argument position: layout rule, shape -> (accepts(strides) or None for exact, strides) or None}
 ATTENTION_LAYOUTS = {
     "aten._scaled_dot_product_efficient_attention.default": {
         0: _dense_last_dim, 1: _dense_last_dim, 2: _dense_last_dim, 3: _aligned_bias},
