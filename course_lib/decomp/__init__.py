@@ -81,8 +81,8 @@ def attention_with_dense_mask(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=
     torch picks the kernel inside this CompositeImplicit op, from the arguments' layouts: the fused
     kernels read a mask row by row, so a mask whose last stride is not 1 sends the call to the math
     path (bmm, softmax, bmm) and nothing later can undo it. Under ``torch.compile`` transformers'
-    BERT hands over such a mask, a ``[B, 1, L, S]`` broadcast of a ``[B, S]`` padding mask (stride 0
-    along keys), where eager drops the mask and gets the fused kernel. Inductor rebuilds attention
+    BERT and ViT hand over such a mask, a ``[B, 1, L, S]`` broadcast (stride 0 along keys; ViT's is
+    all True), where eager drops the mask and gets the fused kernel. Inductor rebuilds attention
     from the math with its pattern matcher (``torch/_inductor/fx_passes/fuse_attention.py``); the
     course copies the mask (``B x L x S`` booleans) before torch chooses, which changes no value.
     """
