@@ -13,6 +13,7 @@ Writes ``results_dir/real_models.json``. ``BENCH_MODELS="gpt2 resnet"`` (or
 ``--decomposed-attention`` adds a fourth contestant to the rounds: course_lib with attention decomposed
 into bmm, softmax, bmm on every device (``course_lib.decomp.FUSED_ATTENTION`` emptied while it
 compiles), so the fused kernel's gain is measured in the same rounds (``fused_vs_decomposed``).
+``--dtype bfloat16`` (or ``float16``) trains every contestant in half precision.
 The configs are the test suite's (two layers, widths of 32): small enough that per-call
 overhead (Python wrappers, kernel launches, waking OpenMP threads) weighs as much as arithmetic.
 
@@ -59,7 +60,8 @@ def _decomposed_attention(backend):
     return compile_decomposed
 
 
-def measure(name: str, rounds: int = ROUNDS, device: str = "cpu", decomposed_attention: bool = False) -> dict:
+def measure(name: str, rounds: int = ROUNDS, device: str = "cpu", decomposed_attention: bool = False,
+            dtype: str = "float32") -> dict:  # fmt: skip
     import copy
 
     import torch
@@ -70,7 +72,9 @@ def measure(name: str, rounds: int = ROUNDS, device: str = "cpu", decomposed_att
 
     compat.dynamo_reset()
     base, inputs = real_models.build(name)
-    base, inputs = base.to(device), {k: v.to(device) for k, v in inputs.items()}
+    dt = getattr(torch, dtype)
+    base = base.to(device=device, dtype=dt)
+    inputs = {k: v.to(device=device, dtype=dt if v.is_floating_point() else None) for k, v in inputs.items()}
     base.train()
     sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
     records: list = []
@@ -101,7 +105,7 @@ def measure(name: str, rounds: int = ROUNDS, device: str = "cpu", decomposed_att
     med = {k: statistics.median(v) for k, v in times.items()}
     best = {k: min(v) for k, v in times.items()}
     extra = {"fused_vs_decomposed": med["course_lib"] / med["course_decomposed"]} if decomposed_attention else {}
-    return {**extra, "model": name, "device": device, "family": real_models.MODELS[name].family, "runtime_s": med, "best_s": best,
+    return {**extra, "model": name, "device": device, "dtype": dtype, "family": real_models.MODELS[name].family, "runtime_s": med, "best_s": best,
             "compile_s": compile_s, "course_vs_eager": med["course_lib"] / med["eager"],
             "course_vs_inductor": med["course_lib"] / med["inductor"],
             "best_course_vs_eager": best["course_lib"] / best["eager"],
@@ -120,7 +124,7 @@ RATIOS = ("course_vs_eager", "course_vs_inductor", "cold_compile_vs_inductor", "
 
 
 def main(results_dir: pathlib.Path, models: list[str] | None = None, rounds: int = ROUNDS, device: str = "cpu",
-         decomposed_attention: bool = False) -> None:  # fmt: skip
+         decomposed_attention: bool = False, dtype: str = "float32") -> None:  # fmt: skip
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="bench-real-inductor-"))
     os.environ.setdefault("COURSE_CACHE_DIR", tempfile.mkdtemp(prefix="bench-real-course-"))
     from tqdm.auto import tqdm
@@ -131,7 +135,7 @@ def main(results_dir: pathlib.Path, models: list[str] | None = None, rounds: int
     unknown = [n for n in names if n not in real_models.MODELS]
     if unknown:
         raise SystemExit(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(real_models.MODELS)}")
-    rows = [measure(n, rounds, device, decomposed_attention) for n in tqdm(names, desc="real models")]
+    rows = [measure(n, rounds, device, decomposed_attention, dtype) for n in tqdm(names, desc="real models")]
     summary = {
         k: geomean(r[k] for r in rows) for k in RATIOS + (("fused_vs_decomposed",) if decomposed_attention else ())
     }
@@ -172,5 +176,7 @@ if __name__ == "__main__":
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--decomposed-attention", action="store_true",
                         help="also time course_lib with attention decomposed (bmm, softmax, bmm)")  # fmt: skip
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                        help="parameters and floating inputs in this dtype (half-precision training)")  # fmt: skip
     cli = parser.parse_args()
-    main(cli.out, cli.models, cli.rounds, cli.device, cli.decomposed_attention)
+    main(cli.out, cli.models, cli.rounds, cli.device, cli.decomposed_attention, cli.dtype)

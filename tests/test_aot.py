@@ -50,7 +50,7 @@ MULTI_CASES = {
     aten._scaled_dot_product_flash_attention_for_cpu.default: lambda: (_d(2, 3, 5, 8), _d(2, 3, 7, 8), _d(2, 3, 7, 8)),
 }  # fmt: skip
 #: rules for CUDA-only kernels: checked on meta tensors and on a GPU (tests/test_fused_attention.py)
-CUDA_ONLY = {aten._scaled_dot_product_efficient_attention.default}
+CUDA_ONLY = {aten._scaled_dot_product_efficient_attention.default, aten._scaled_dot_product_flash_attention.default}
 RULE_CASES.update({
     aten.embedding.default: lambda: (_d(10, 4), torch.tensor([[1, 3, 3], [0, 9, 1]])),
     aten._adaptive_avg_pool2d.default: lambda: (_d(2, 3, 6, 6), [2, 3]),

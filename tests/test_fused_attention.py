@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import course_lib.inductor as ind
 from course_lib import aot, compat, decomp
-from course_lib.aot import rules
+from course_lib.aot import real_models, rules
 
 aten = torch.ops.aten
 CPU_FLASH = aten._scaled_dot_product_flash_attention_for_cpu.default
@@ -23,6 +23,20 @@ EFFICIENT = aten._scaled_dot_product_efficient_attention.default
 @pytest.fixture
 def fused_on_cpu(monkeypatch):
     monkeypatch.setattr(decomp.table, "FUSED_ATTENTION", {"cpu"})
+
+
+@pytest.fixture
+def compiled_graphs(monkeypatch) -> list:
+    """The FX graphs course_lib.inductor compiles while the test runs."""
+    seen = []
+    compile_graph = ind.compile_fx.__globals__["compile_graph"]
+
+    def spy(gm, *args, **kwargs):
+        seen.append(gm.graph)
+        return compile_graph(gm, *args, **kwargs)
+
+    monkeypatch.setitem(ind.compile_fx.__globals__, "compile_graph", spy)
+    return seen
 
 
 def _targets(graphs) -> set[str]:
@@ -150,20 +164,11 @@ KEPT_ON_CUDA = {"gpt2", "llama", "bert", "vit"}
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("name", ["gpt2", "llama", "bert", "vit"])
-def test_real_models_on_cuda_call_the_fused_kernel(name, monkeypatch):
+def test_real_models_on_cuda_call_the_fused_kernel(name, monkeypatch, compiled_graphs):
     """On the GPU (the default policy): the models match eager and their compiled graphs call
     memory-efficient attention and its backward, not bmm."""
-    from course_lib.aot import real_models
-
     monkeypatch.setenv("COURSE_INDUCTOR_STRICT", "1")
-    seen = []
-    compile_graph = ind.compile_fx.__globals__["compile_graph"]
-
-    def spy(gm, *args, **kwargs):
-        seen.append(gm.graph)
-        return compile_graph(gm, *args, **kwargs)
-
-    monkeypatch.setitem(ind.compile_fx.__globals__, "compile_graph", spy)
+    seen = compiled_graphs
     result = real_models.compare(name, device="cuda")
     assert result.ok(), result
     if name not in KEPT_ON_CUDA:
@@ -230,3 +235,155 @@ def test_a_broadcast_mask_is_made_dense_before_torch_picks_the_kernel(fused_on_c
     got = decomp.attention_with_dense_mask(q, k, v, mask)
     torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
     assert decomp.attention_with_dense_mask(q, k, v, mask.contiguous()) is NotImplemented  # dense already
+
+
+FLASH = aten._scaled_dot_product_flash_attention.default
+
+
+@pytest.fixture
+def flash_on_cpu(monkeypatch):
+    """CUDA's FlashAttention-2 op (half precision without a mask) has no CPU kernel. Stand in for it
+    and its backward with FlashAttention for CPU, which computes the same (output, logsumexp) with
+    the same backward, so eager autograd (torch's formula for the CUDA op) and the course both run."""
+    lib = torch.library.Library("aten", "IMPL")
+
+    def forward(q, k, v, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
+        out, lse = CPU_FLASH(q, k, v, dropout_p, is_causal, scale=scale)
+        state = torch.zeros(2, dtype=torch.uint64), torch.zeros((), dtype=torch.uint64)
+        return out, lse, None, None, q.shape[2], k.shape[2], *state, q.new_empty(0)
+
+    def backward(g, q, k, v, out, lse, cum_q, cum_k, max_q, max_k, dropout_p, is_causal, seed, offset, *,
+                 scale=None):  # fmt: skip
+        assert (cum_q, cum_k, max_q, max_k) == (None, None, q.shape[2], k.shape[2])
+        return aten._scaled_dot_product_flash_attention_for_cpu_backward.default(
+            g, q, k, v, out, lse, dropout_p, is_causal, scale=scale)  # fmt: skip
+
+    def cudnn(q, k, v, bias, lse, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
+        assert bias is None  # (course_lib's trace reaches the op's entry; an eager call reaches this)
+        return (*forward(q, k, v, dropout_p, is_causal, scale=scale)[:-1], None)
+
+    lib.impl("_scaled_dot_product_flash_attention", forward, "CPU")
+    lib.impl("_scaled_dot_product_flash_attention_backward", backward, "CPU")
+    lib.impl("_scaled_dot_product_cudnn_attention", cudnn, "CPU")
+    yield
+    lib._destroy()
+
+
+def _flash(q, k, v, is_causal):
+    return FLASH(q, k, v, 0.0, is_causal)[0] * 2.0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_flash_attention_kept_whole_or_decomposed_matches_eager(flash_on_cpu, monkeypatch, seed):
+    """CUDA's half-precision kernel, through the course both ways on random shapes, causal or not:
+    kept whole (its backward kernel fed the sequence lengths and Philox state the forward returned)
+    and decomposed (bmm, softmax, bmm); forward and gradients match eager autograd."""
+    q, k, v, _ = _inputs(seed)
+    if seed % 2:
+        k, v = k[:, :, : q.shape[2]], v[:, :, : q.shape[2]]  # causal: as long as the queries
+    for fused in ({"cpu"}, set()):
+        monkeypatch.setattr(decomp.table, "FUSED_ATTENTION", fused)
+        record = []
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = ind.compile_with_course_aot(_flash, record=record)(*leaves, bool(seed % 2))
+        grad = torch.randn_like(out)
+        out.backward(grad)
+        ref_leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        ref = _flash(*ref_leaves, bool(seed % 2))
+        ref.backward(grad)
+        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+        for got, want in zip(leaves, ref_leaves):
+            torch.testing.assert_close(got.grad, want.grad, rtol=1e-4, atol=1e-5)
+        code = "\n".join(c.wrapper_code for kind, c in record if kind == "compiled")
+        kept = "_scaled_dot_product_flash_attention_backward" in code
+        assert kept == bool(fused) and ("bmm" in code) != kept, code
+
+
+def test_flash_attention_rule_on_meta_tensors():
+    """The rule on meta tensors (what CUDA's shapes give): three gradients, none for a forward
+    whose output nobody differentiated."""
+    q, k = _meta(2, 3, 5, 64).half(), _meta(2, 3, 7, 64).half()
+    out = FLASH(q, k, k)
+    gq, gk, gv = rules.DERIVATIVES[FLASH]([torch.empty_like(out[0])] + [None] * 8, out, q, k, k)
+    assert (gq.shape, gk.shape, gv.shape) == (q.shape, k.shape, k.shape)
+    assert rules.DERIVATIVES[FLASH]([None] * 9, out, q, k, k) == (None, None, None)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_on_cuda(dtype, causal, monkeypatch, compiled_graphs):
+    """Half precision without a mask: torch picks FlashAttention-2, and the course keeps it and its
+    backward whole; the same kernels as eager, so the same numbers up to the surrounding ops."""
+    monkeypatch.setenv("COURSE_INDUCTOR_STRICT", "1")
+    seen = compiled_graphs
+    compat.dynamo_reset()
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 128, 64, device="cuda", dtype=dtype, generator=g) for _ in range(3))
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q * 1.5, k, v, is_causal=causal).float().square().sum()
+
+    leaves, ref_leaves = ([t.clone().requires_grad_() for t in (q, k, v)] for _ in range(2))
+    torch.compile(f, backend="course_lib")(*leaves).backward()
+    f(*ref_leaves).backward()
+    for got, want in zip(leaves, ref_leaves):
+        torch.testing.assert_close(got.grad, want.grad, rtol=2e-2, atol=2e-2)
+    targets = _targets(seen)
+    assert str(FLASH) in targets and "aten._scaled_dot_product_flash_attention_backward.default" in targets
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("name", ["gpt2", "llama", "bert", "vit"])
+def test_half_precision_models_on_cuda(name, dtype, monkeypatch, compiled_graphs):
+    """A training step in half precision on the GPU: every graph compiled (no fallback), attention
+    kept whole (FlashAttention-2 or memory-efficient, whichever torch picked), and the gradients as
+    close to the float32 step as eager's are."""
+    monkeypatch.setenv("COURSE_INDUCTOR_STRICT", "1")
+    seen = compiled_graphs
+    result = real_models.precision(name, dtype, device="cuda")
+    assert result.ok(), result
+    assert {str(FLASH), str(EFFICIENT)} & _targets(seen)
+
+
+CUDNN = aten._scaled_dot_product_cudnn_attention.default
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_cudnn_attention_runs_as_flash_attention(flash_on_cpu, fused_on_cpu, causal):
+    """torch picks cuDNN attention for half precision on an H100; the course keeps FlashAttention-2
+    in its place (the same math; its backward rule and layouts are the course's)."""
+    q, k, v = (t.to(torch.bfloat16) for t in _inputs(4)[:3])
+    k, v = k[:, :, : q.shape[2]], v[:, :, : q.shape[2]]
+    record = []
+    leaves, ref_leaves = ([t.clone().requires_grad_() for t in (q, k, v)] for _ in range(2))
+    out = ind.compile_with_course_aot(lambda q, k, v: CUDNN(q, k, v, None, True, 0.0, causal)[0] * 2.0,
+                                      record=record)(*leaves)  # fmt: skip
+    grad = torch.randn_like(out)
+    out.backward(grad)
+    _flash(*ref_leaves, causal).backward(grad)
+    for got, want in zip(leaves, ref_leaves):
+        torch.testing.assert_close(got.grad, want.grad, rtol=2e-2, atol=2e-2)
+    code = "\n".join(c.wrapper_code for kind, c in record if kind == "compiled")
+    assert "_scaled_dot_product_flash_attention_backward" in code and "cudnn" not in code
+
+
+def test_cudnn_attention_with_a_bias_decomposes_as_efficient_attention():
+    """With a bias (flash takes none) the stand-in is memory-efficient attention; on the CPU that
+    is decomposed, and matches eager's attention with the same mask."""
+    q, k, v, mask = _inputs(1)
+    graph = decomp.trace(lambda q, k, v, m: CUDNN(q, k, v, m, True)[0], q, k, v, mask)
+    assert "aten.bmm.default" in _targets([graph])
+    torch.testing.assert_close(graph(q, k, v, mask), F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+
+
+def test_cudnn_attention_hands_efficient_attention_a_bias_per_head(monkeypatch):
+    """Kept whole (meta tensors standing for CUDA's): cuDNN takes a mask broadcast over heads, the
+    efficient kernel one bias of ``[B, H, L, S]`` (torch's ``preprocess_mask``), floats."""
+    monkeypatch.setattr(decomp.table, "FUSED_ATTENTION", {"meta"})
+    q, k, mask = _meta(2, 3, 5, 8).half(), _meta(2, 3, 7, 8).half(), torch.ones(2, 1, 5, 7, device="meta").bool()
+    gm = compat.make_fx(lambda q, k, m: CUDNN(q, k, k, m, True)[0], q, k, mask, decompositions=decomp.DECOMPOSITIONS)
+    (call,) = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is EFFICIENT]
+    bias = call.args[3].meta["val"]
+    assert tuple(bias.shape) == (2, 3, 5, 7) and bias.dtype == torch.float16

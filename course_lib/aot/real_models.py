@@ -358,7 +358,7 @@ def tf32(enabled: bool):
 
 
 def compare(name: str, backend="course_lib", device: str = "cpu", allow_tf32: bool = False,
-            keep: dict | None = None) -> Comparison:  # fmt: skip
+            keep: dict | None = None, dtype: torch.dtype | None = None) -> Comparison:  # fmt: skip
     """Inference, then one training step (forward, loss, backward), compiled vs eager on copies.
 
     Both sides run in full fp32 unless ``allow_tf32``: with TF32 convolutions a value that differs
@@ -366,12 +366,14 @@ def compare(name: str, backend="course_lib", device: str = "cpu", allow_tf32: bo
     batch norm sees only two values a channel (MobileNetV2 here) amplifies that to O(1) gradient
     differences for any backend, Inductor included (see :func:`tf32_sensitivity`).
     ``keep``, when given, receives the eager model, the compiled one and the inputs (for timing).
+    ``dtype`` (``torch.bfloat16``, ``torch.float16``) casts the parameters and floating inputs of
+    both sides: half-precision training, compared with eager in the same precision.
     """
     with tf32(allow_tf32):
-        return _compare(name, backend, device, keep)
+        return _compare(name, backend, device, keep, dtype)
 
 
-def _compare(name: str, backend, device: str, keep: dict | None) -> Comparison:
+def _compare(name: str, backend, device: str, keep: dict | None, dtype: torch.dtype | None = None) -> Comparison:
     import copy
     import time
 
@@ -379,8 +381,8 @@ def _compare(name: str, backend, device: str, keep: dict | None) -> Comparison:
 
     compat.dynamo_reset()
     model, inputs = build(name)
-    model = model.to(device)
-    inputs = {k: v.to(device) for k, v in inputs.items()}
+    model = model.to(device=device, dtype=dtype)
+    inputs = {k: v.to(device=device, dtype=dtype if v.is_floating_point() else None) for k, v in inputs.items()}
     twin, again = copy.deepcopy(model), copy.deepcopy(model)
     compiled = torch.compile(twin, backend=backend)
     model.eval(), twin.eval()
@@ -403,6 +405,59 @@ def _compare(name: str, backend, device: str, keep: dict | None) -> Comparison:
         keep.update(eager=model, twin=twin, compiled=compiled, inputs=inputs)
     return Comparison(name, out_err, _rel(loss_c, loss_e), worst, worst_name, len(grads), (t1 - t0) - (t2 - t1),
                       scale, _worst_grad(again, grads, scale)[0])  # fmt: skip
+
+
+@dataclasses.dataclass
+class Precision:
+    """A half-precision training step against the same step in float32: the worst relative
+    gradient error of eager and of a backend, each against float32 (same rounded weights)."""
+
+    name: str
+    dtype: str
+    eager: float
+    backend: float
+    worst_param: str
+
+    def ok(self, slack: float = 2.0, floor: float = 1e-3) -> bool:
+        """No less accurate than eager in the same precision (within ``slack``)."""
+        return self.backend <= slack * self.eager + floor
+
+
+def precision(name: str, dtype: torch.dtype = torch.bfloat16, backend="course_lib", device: str = "cpu") -> Precision:
+    """One training step of model ``name`` in ``dtype``, eager and through ``backend``, each measured
+    against float32 eager on the same (rounded) weights and inputs.
+
+    In half precision a backend cannot match eager bit for bit (it fuses, so it rounds less
+    often), and some gradients are ill-conditioned: a layer norm weight's gradient sums products
+    over every token, and in bfloat16 its worst element can be off by more than its own size for
+    eager itself. So the question is not "equal to eager" but "as close to float32 as eager is".
+    """
+    import copy
+
+    from course_lib import compat
+
+    def step(module, inputs, compiled: bool) -> dict:
+        module = copy.deepcopy(module).train()
+        compat.dynamo_reset()
+        loss_of((torch.compile(module, backend=backend) if compiled else module)(**inputs)).backward()
+        return {n: p.grad.float() for n, p in module.named_parameters() if p.grad is not None}
+
+    with tf32(False):
+        model, inputs = build(name)
+        half = model.to(device=device, dtype=dtype)
+        half_in = {k: v.to(device=device, dtype=dtype if v.is_floating_point() else None) for k, v in inputs.items()}
+        truth = step(copy.deepcopy(half).float(), {k: v.float() if v.is_floating_point() else v
+                                                   for k, v in half_in.items()}, False)  # fmt: skip
+        eager, compiled = step(half, half_in, False), step(half, half_in, True)
+    scale = max(float(g.abs().max()) for g in truth.values())
+
+    def worst(grads: dict) -> tuple[float, str]:
+        if set(grads) != set(truth):
+            return float("inf"), ", ".join(sorted(set(truth) ^ set(grads)))
+        return max((_rel(grads[n], g, 1e-3 * scale), n) for n, g in truth.items())
+
+    (e, _), (b, param) = worst(eager), worst(compiled)
+    return Precision(name, str(dtype).removeprefix("torch."), e, b, param)
 
 
 def _worst_grad(module: torch.nn.Module, grads: dict, scale: float) -> tuple[float, str]:

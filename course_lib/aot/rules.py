@@ -562,6 +562,20 @@ def efficient_attention(g: list, out: tuple, q: Tensor, k: Tensor, v: Tensor, at
     return gq, gk, gv, gb, None
 
 
+@derivative(aten._scaled_dot_product_flash_attention.default)
+def flash_attention(g: list, out: tuple, q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0,
+                    is_causal: bool = False, return_debug_mask: bool = False, *,
+                    scale: float | None = None) -> tuple:  # fmt: skip
+    """FlashAttention-2's backward kernel (CUDA, half precision), with what the forward returned for
+    it: the logsumexp, the sequence bookkeeping and the Philox state that replays dropout's mask."""
+    if g[0] is None:
+        return None, None, None
+    gq, gk, gv = aten._scaled_dot_product_flash_attention_backward.default(
+        g[0], q, k, v, out[0], out[1], out[2], out[3], out[4], out[5], dropout_p, is_causal, out[6], out[7],
+        scale=scale)  # fmt: skip
+    return gq, gk, gv
+
+
 class KeywordGrads(dict):
     """A rule's last entry when keyword arguments get gradients too: ``{name: gradient}``."""
 

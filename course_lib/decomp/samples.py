@@ -80,6 +80,10 @@ SAMPLES = {
         (_r(g, 2, 3, 5, 4), _r(g, 2, 3, 5, 4), _r(g, 2, 3, 5, 4)), {"attn_mask": _r(g, 5, 5)}),
     aten._scaled_dot_product_efficient_attention.default: lambda g: (
         (_r(g, 2, 3, 5, 4), _r(g, 2, 3, 5, 4), _r(g, 2, 3, 5, 4), None, True), {"is_causal": True}),
+    aten._scaled_dot_product_flash_attention.default: lambda g: (
+        (_r(g, 2, 3, 6, 8), _r(g, 2, 3, 6, 8), _r(g, 2, 3, 6, 8)), {"is_causal": True}),
+    aten._scaled_dot_product_cudnn_attention.default: lambda g: (
+        (_r(g, 2, 3, 5, 8), _r(g, 2, 3, 7, 8), _r(g, 2, 3, 7, 8), _r(g, 5, 7), True), {}),
 }  # fmt: skip
 
 
@@ -121,8 +125,22 @@ def _efficient_attention_on_cpu(q, k, v, bias, compute_lse, dropout_p=0.0, is_ca
                                                                     scale=scale)  # fmt: skip
 
 
+def _flash_attention_on_cpu(q, k, v, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
+    """The CPU kernel that computes the same (output, logsumexp) as CUDA's FlashAttention-2."""
+    return aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, v, dropout_p, is_causal, scale=scale)
+
+
+def _cudnn_attention_on_cpu(q, k, v, bias, compute_lse, dropout_p=0.0, is_causal=False, return_debug_mask=False, *,
+                            scale=None):  # fmt: skip
+    """The CPU kernel that computes the same output as CUDA's cuDNN attention."""
+    return aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, v, dropout_p, is_causal, attn_mask=bias,
+                                                                    scale=scale)[:1]  # fmt: skip
+
+
 #: entries whose op has a CUDA kernel only, and the CPU op that computes the same outputs
-STAND_IN = {aten._scaled_dot_product_efficient_attention.default: _efficient_attention_on_cpu}
+STAND_IN = {aten._scaled_dot_product_efficient_attention.default: _efficient_attention_on_cpu,
+            aten._scaled_dot_product_flash_attention.default: _flash_attention_on_cpu,
+            aten._scaled_dot_product_cudnn_attention.default: _cudnn_attention_on_cpu}  # fmt: skip
 
 
 def eager(op):

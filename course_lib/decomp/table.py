@@ -25,6 +25,7 @@ no out= variants, no in-place ops.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -92,6 +93,33 @@ def _dims(x: Tensor, dim: int | Sequence[int] | None) -> list[int]:
 
 def _count(x: Tensor, dims: list[int]) -> int:
     return math.prod(x.shape[d] for d in dims)
+
+
+HALF = (torch.float16, torch.bfloat16)
+
+
+def in_float32(fn: Callable) -> Callable:
+    """Decorator: a decomposition that computes half-precision (float16, bfloat16) tensors in
+    float32 and rounds its results back once, as eager's kernels accumulate in float and as
+    torch._decomp's do (``utils.get_computation_dtype``). Written in half, layer norm would round
+    its mean and variance to 8 mantissa bits (bfloat16) before normalising with them."""
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        half = next((a.dtype for a in args if isinstance(a, Tensor) and a.dtype in HALF), None)
+        if half is None:
+            return fn(*args, **kwargs)
+
+        def up(a):
+            return aten._to_copy.default(a, dtype=torch.float32) if isinstance(a, Tensor) and a.dtype in HALF else a
+
+        def down(t):
+            return aten._to_copy.default(t, dtype=half) if isinstance(t, Tensor) and t.dtype == torch.float32 else t
+
+        out = fn(*map(up, args), **{k: up(v) for k, v in kwargs.items()})
+        return tuple(map(down, out)) if isinstance(out, tuple) else down(out)
+
+    return wrapped
 
 
 def _scalar(value: float, like: Tensor) -> Tensor:
@@ -178,6 +206,14 @@ def logit(x: Tensor, eps: float | None = None) -> Tensor:
 
 @register(aten._softmax.default)
 def softmax(x: Tensor, dim: int, half_to_float: bool = False) -> Tensor:
+    """``half_to_float``: a half-precision input gives a float32 result."""
+    if half_to_float and x.dtype in HALF:
+        return _softmax(aten._to_copy.default(x, dtype=torch.float32), dim)
+    return _softmax(x, dim)
+
+
+@in_float32
+def _softmax(x: Tensor, dim: int) -> Tensor:
     shifted = aten.sub.Tensor(x, aten.amax.default(x, [dim], True))
     e = aten.exp.default(shifted)
     return aten.div.Tensor(e, aten.sum.dim_IntList(e, [dim], True))
@@ -185,12 +221,20 @@ def softmax(x: Tensor, dim: int, half_to_float: bool = False) -> Tensor:
 
 @register(aten._log_softmax.default)
 def log_softmax(x: Tensor, dim: int, half_to_float: bool = False) -> Tensor:
+    if half_to_float and x.dtype in HALF:
+        return _log_softmax(aten._to_copy.default(x, dtype=torch.float32), dim)
+    return _log_softmax(x, dim)
+
+
+@in_float32
+def _log_softmax(x: Tensor, dim: int) -> Tensor:
     shifted = aten.sub.Tensor(x, aten.amax.default(x, [dim], True))
     lse = aten.log.default(aten.sum.dim_IntList(aten.exp.default(shifted), [dim], True))
     return aten.sub.Tensor(shifted, lse)
 
 
 @register(aten.logsumexp.default)
+@in_float32
 def logsumexp(x: Tensor, dim: list[int], keepdim: bool = False) -> Tensor:
     m = aten.amax.default(x, dim, True)
     s = aten.log.default(aten.sum.dim_IntList(aten.exp.default(aten.sub.Tensor(x, m)), dim, True))
@@ -361,6 +405,7 @@ def sum_all(x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
 
 
 @register(aten.mean.dim)
+@in_float32
 def mean_dim(x: Tensor, dim: list[int] | None, keepdim: bool = False, dtype: torch.dtype | None = None) -> Tensor:
     dims = _dims(x, dim)
     return aten.div.Tensor(aten.sum.dim_IntList(x, dims, keepdim), _count(x, dims))
@@ -372,6 +417,7 @@ def mean_all(x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
 
 
 @register(aten.var.correction)
+@in_float32
 def var(x: Tensor, dim: list[int] | None = None, *, correction: float | None = None, keepdim: bool = False) -> Tensor:
     dims = _dims(x, dim)
     centred = aten.sub.Tensor(x, aten.mean.dim(x, dims, True))
@@ -385,6 +431,7 @@ def amin(x: Tensor, dim: list[int] = (), keepdim: bool = False) -> Tensor:
 
 
 @register(aten.native_layer_norm.default)
+@in_float32
 def native_layer_norm(x: Tensor, normalized_shape: list[int], weight: Tensor | None, bias: Tensor | None,
                       eps: float) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
     dims = list(range(x.dim() - len(normalized_shape), x.dim()))
@@ -576,6 +623,56 @@ def efficient_attention(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | Non
     out, lse = _attention(q, k, v, attn_bias, is_causal, scale)
     zero = aten.scalar_tensor.default(0, dtype=torch.int64, device=q.device)
     return out, lse, zero, zero
+
+
+@register(aten._scaled_dot_product_flash_attention.default)
+def flash_attention(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0, is_causal: bool = False,
+                    return_debug_mask: bool = False, *, scale: float | None = None) -> tuple:  # fmt: skip
+    """FlashAttention-2, the CUDA kernel half-precision attention without a mask dispatches to:
+    (output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, rng_state, unused, debug_attn_mask).
+
+    The middle entries serve variable-length batches and dropout: ``cum_seq_*`` are undefined
+    (None) for a padded batch, ``max_*`` the sequence lengths (ints), ``rng_state`` the Philox seed
+    and offset its backward replays dropout with. Kept whole it always returns the logsumexp, so
+    nothing needs asking for (compare :func:`efficient_attention`). Decomposed, the logsumexp is
+    float32, as the kernel's, and the dropout state is zeros that nothing reads.
+    """
+    if q.device.type in FUSED_ATTENTION:
+        return NotImplemented
+    if dropout_p != 0.0 or return_debug_mask:
+        raise NotImplementedError("flash attention: the course decomposes dropout_p=0 without a debug mask only")
+    out, lse = _attention(q, k, v, None, is_causal, scale)
+    lse = aten._to_copy.default(lse, dtype=torch.float32)
+    zero = aten.scalar_tensor.default(0, dtype=torch.uint64, device=q.device)
+    debug = aten.expand.default(aten.scalar_tensor.default(0, dtype=q.dtype, device=q.device), [0])
+    return out, lse, None, None, q.shape[-2], k.shape[-2], aten.expand.default(zero, [2]), zero, debug
+
+
+@register(aten._scaled_dot_product_cudnn_attention.default)
+def cudnn_attention(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None, compute_log_sumexp: bool,
+                    dropout_p: float = 0.0, is_causal: bool = False, return_debug_mask: bool = False, *,
+                    scale: float | None = None) -> tuple:  # fmt: skip
+    """cuDNN's attention, torch's first choice for half precision on an H100 (torch 2.11): the
+    same math, in the same 9 outputs as FlashAttention-2's.
+
+    The course runs FlashAttention-2 in its place (memory-efficient attention when there is a
+    bias, or a head size flash cannot take), kernels whose backward rules and operand layouts it
+    has and tests; each of those then stays whole or is decomposed by its own entry. The
+    logsumexp is the replacement's (``[B, H, L]``, padded for efficient attention), which only
+    its own backward reads.
+    """
+    if dropout_p != 0.0 or return_debug_mask:
+        raise NotImplementedError("cuDNN attention: the course takes dropout_p=0 without a debug mask only")
+    d = q.shape[-1]
+    if attn_bias is None and q.dtype in HALF and d % 8 == 0 and d <= 256 and k.shape[-1] == v.shape[-1] == d:
+        return aten._scaled_dot_product_flash_attention.default(q, k, v, dropout_p, is_causal, scale=scale)
+    if attn_bias is not None:  # as torch's preprocess_mask hands it to efficient attention: one per head
+        if attn_bias.dtype == torch.bool:
+            attn_bias = aten.where.self(attn_bias, _scalar(0.0, q), _scalar(float("-inf"), q))
+        attn_bias = aten.expand.default(attn_bias, [*q.shape[:-1], k.shape[-2]])
+    out, lse, seed, offset = aten._scaled_dot_product_efficient_attention.default(q, k, v, attn_bias, True, dropout_p,
+                                                                                  is_causal, scale=scale)  # fmt: skip
+    return out, lse, None, None, q.shape[-2], k.shape[-2], seed, offset, None
 
 
 # ------------------------------------------------------------------ creation

@@ -227,7 +227,7 @@ def jobs_for(compiled, target: str = "sm_90") -> list[CompileJob]:
 # ---------------------------------------------------------------------------
 
 #: Triton pointer type -> torch dtype, for the ``MockTensor`` arguments of a specialisation capture
-TORCH_DTYPES = {"*fp32": "float32", "*fp64": "float64", "*i64": "int64", "*i32": "int32", "*i16": "int16",
+TORCH_DTYPES = {"*fp32": "float32", "*fp64": "float64", "*fp16": "float16", "*bf16": "bfloat16", "*i64": "int64", "*i32": "int32", "*i16": "int16",
                 "*i8": "int8", "*u8": "uint8", "*i1": "bool"}  # fmt: skip
 
 #: One pool per process, as Inductor keeps one ``AsyncCompile`` pool for every graph it compiles.

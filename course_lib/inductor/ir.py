@@ -102,7 +102,69 @@ ARITY = {
 }  # fmt: skip
 
 FLOAT_DTYPES = ("float32", "float64")
-DTYPES = ("float32", "float64", "int64", "int32", "int16", "int8", "uint8", "bool")
+#: storage-only floats: loaded, then computed in float32, and rounded back on store (Inductor's
+#: ``upcast_to_fp32``: a GPU's half-precision arithmetic units are no faster for memory-bound
+#: kernels, and float32 keeps the intermediate steps of a fused kernel from rounding)
+HALF_DTYPES = ("float16", "bfloat16")
+DTYPES = ("float32", "float64", *HALF_DTYPES, "int64", "int32", "int16", "int8", "uint8", "bool")
+
+
+#: dtypes every value of which a half-precision float holds exactly (8 significant bits in bfloat16)
+EXACT_IN_HALF = ("bool", "int8", "uint8")
+
+
+def compute_dtype(dtype: str) -> str:
+    """The dtype a kernel computes a value of ``dtype`` in: float32 for the half-precision floats."""
+    return "float32" if dtype in HALF_DTYPES else dtype
+
+
+def upcast(expr, dtype: str):
+    """``expr`` (a buffer's body, or a reduction's operand when ``dtype`` is a compute dtype)
+    with half-precision values computed in float32: a half load is converted as it is read, a half
+    op or constant becomes a float32 one, and a conversion *to* half inside the body stays a
+    rounding (to half, back to float32), since the model asked for it. The result is converted
+    to ``dtype`` when that is half (the store). A body without half values comes back as it is."""
+    if not _has_half(expr) and dtype not in HALF_DTYPES:
+        return expr
+    out = _upcast(expr)
+    if dtype in HALF_DTYPES:
+        if _is_round_trip(out, dtype):
+            return out.args[0]
+        return Op("to_dtype", (out,), dtype)
+    return out
+
+
+def _has_half(e) -> bool:
+    if getattr(e, "dtype", None) in HALF_DTYPES:
+        return True
+    return any(_has_half(a) for a in getattr(e, "args", ())) or any(_has_half(x) for _, x in getattr(e, "indirect", ()))
+
+
+def _is_round_trip(e, half: str) -> bool:
+    return isinstance(e, Op) and e.op == "to_dtype" and e.dtype == "float32" and e.args[0].dtype == half
+
+
+def _upcast(e):
+    if isinstance(e, Load):
+        ld = Load(e.buf, e.index, e.dtype, tuple((s, _upcast(x)) for s, x in e.indirect)) if e.indirect else e
+        return Op("to_dtype", (ld,), "float32") if e.dtype in HALF_DTYPES else ld
+    if isinstance(e, Op):
+        args = tuple(_upcast(a) for a in e.args)
+        if e.dtype not in HALF_DTYPES:
+            if e.op == "to_dtype" and args[0].dtype == e.dtype:  # a half value widened: once is enough
+                return args[0]
+            return Op(e.op, args, e.dtype)
+        if e.op != "to_dtype":
+            return Op(e.op, args, "float32")
+        (x,) = args
+        if _is_round_trip(x, e.dtype):  # a half value read and converted back: already rounded
+            return x
+        if x.dtype in EXACT_IN_HALF:  # a mask or a byte: no rounding to do
+            return Op("to_dtype", (x,), "float32")
+        return Op("to_dtype", (Op("to_dtype", (x,), e.dtype),), "float32")
+    if isinstance(e, Const | IndexValue) and e.dtype in HALF_DTYPES:
+        return dataclasses.replace(e, dtype="float32")
+    return e
 
 
 def loads(expr) -> list[Load]:
@@ -136,7 +198,18 @@ def count_ops(expr) -> int:
 # buffers
 # ---------------------------------------------------------------------------
 
-ITEMSIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
+ITEMSIZE = {
+    "float32": 4,
+    "float64": 8,
+    "float16": 2,
+    "bfloat16": 2,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+}
 
 
 @dataclass

@@ -34,12 +34,14 @@ import sympy
 from course_lib.inductor.ir import (
     DTYPES,
     FLOAT_DTYPES,
+    HALF_DTYPES,
     Buffer,
     Const,
     GraphIR,
     IndexValue,
     Load,
     Op,
+    compute_dtype,
     contiguous_strides,
     decompose,
     flat_index,
@@ -47,6 +49,7 @@ from course_lib.inductor.ir import (
     map_loads,
     subs_index,
     sym,
+    upcast,
 )  # fmt: skip
 from course_lib.inductor.sizevars import SizeVars, free_sizes, from_torch, is_static, prod, size_symbol
 
@@ -160,7 +163,7 @@ class Lowering:
             raise Unsupported(f"dtype {dtype} has no code generator rule (op {origin})")
         shape = tuple(shape)
         buf = Buffer(self.new_name(), "pointwise", shape, dtype, origin=origin)
-        buf.body = _known_dtypes(cast(fn(buf.index_vars()), dtype), origin)
+        buf.body = _known_dtypes(upcast(cast(fn(buf.index_vars()), dtype), dtype), origin)
         return self.buffer_value(self.add(buf))
 
     def reduction(self, x: TensorValue, dims, keepdim, rtype, dtype, origin="") -> TensorValue:
@@ -191,7 +194,9 @@ class Lowering:
                 idx.append(next(rvars))
             else:
                 idx.append(next(ivars))
-        buf.body = _known_dtypes(cast(x.fn(idx), dtype), origin)
+        # a half-precision reduction accumulates in float32 (the scheduler's accumulator); its
+        # result is rounded once, when it is stored
+        buf.body = _known_dtypes(upcast(cast(x.fn(idx), dtype), compute_dtype(dtype)), origin)
         return self.buffer_value(self.add(buf))
 
     def realize(self, v: TensorValue, origin="") -> TensorArg:
@@ -329,7 +334,10 @@ class Lowering:
                 )
             )
             return self.buffer_value(buf)
-        if isinstance(meta, (list, tuple)) and all(isinstance(m, torch.Tensor) or m is None for m in meta):
+        if isinstance(meta, (list, tuple)) and all(isinstance(m, torch.Tensor | int | torch.SymInt) or m is None
+                                                   for m in meta):  # fmt: skip
+            # FlashAttention also returns its sequence lengths (ints): a getitem of one is its
+            # value (static shapes) or a size node (``call_function``'s SymInt branch)
             buf = self.add(
                 Buffer(self.new_name(), "extern", (), "float32", extern={**spec, "multi": True}, origin=node.name)
             )
@@ -399,7 +407,7 @@ class Lowering:
                 # [C, 1, kh, kw]): the same memory, viewed with the wanted strides, not a copy
                 return v if have == want else strided_value(v.layout[0], tuple(v.shape), want, 0, v.dtype)
         buf = Buffer(self.new_name(), "pointwise", tuple(v.shape), v.dtype, stride=want, origin=origin)
-        buf.body = cast(v.fn(buf.index_vars()), v.dtype)
+        buf.body = upcast(cast(v.fn(buf.index_vars()), v.dtype), v.dtype)
         return self.buffer_value(self.add(buf))
 
     def extern_item(self, node, base, i):
@@ -495,6 +503,9 @@ ATTENTION_LAYOUTS = {
     "aten._scaled_dot_product_efficient_attention_backward.default": {
         0: _heads_inner, 1: _dense_last_dim, 2: _dense_last_dim, 3: _dense_last_dim, 4: _aligned_bias,
         5: _heads_inner},
+    "aten._scaled_dot_product_flash_attention.default": {0: _dense_last_dim, 1: _dense_last_dim, 2: _dense_last_dim},
+    "aten._scaled_dot_product_flash_attention_backward.default": {
+        0: _dense_last_dim, 1: _dense_last_dim, 2: _dense_last_dim, 3: _dense_last_dim, 4: _dense_last_dim},
 }  # fmt: skip
 
 
@@ -742,7 +753,7 @@ def _scalar_dtype(v, like):
 
 def _compute_dtype(operands):
     dts = [o.dtype for o in operands if isinstance(o, TensorValue)]
-    floats = [d for d in dts if d in FLOAT_DTYPES]
+    floats = [d for d in dts if d in FLOAT_DTYPES or d in HALF_DTYPES]  # halves compare in float32
     if floats:
         return "float64" if "float64" in floats else "float32"
     if any(isinstance(o, float) for o in operands):
@@ -762,7 +773,8 @@ def make_pointwise(op: str, compute: str = "out"):
         args = list(args)
         alpha = kwargs.get("alpha")
         out_dtype = dtype_name(node.meta["val"].dtype)
-        cdt = out_dtype if compute == "out" else _compute_dtype(args)
+        # half-precision results are computed in float32, their Python scalars too (eager's "opmath")
+        cdt = compute_dtype(out_dtype) if compute == "out" else _compute_dtype(args)
         shape = broadcast_shapes(*[a.shape for a in args if isinstance(a, TensorValue)])
         fns = [broadcast_fn(a, shape) for a in args]
 
@@ -801,12 +813,12 @@ def lower_pow(ctx, node, x, exponent):
 
 
 def lower_convert(ctx, node, x, dtype, *rest):
-    """A dtype conversion, fused as ``to_dtype`` into the kernels around it.
+    """A dtype conversion, fused as ``to_dtype`` into the kernels around it (float16 and
+    bfloat16 included: kernels load and store them, computing in float32).
 
-    From or to a dtype the code generators have no rule for (``bfloat16``: RecurrentGemma keeps
-    its embedding scale in a bf16 buffer and converts it to float32), ATen converts instead, as
-    an extern call: the rest of the graph still compiles, only the conversion leaves the kernels.
-    (Inductor itself loads and stores bf16 in its kernels, computing in float32.)"""
+    From or to a dtype the code generators have no rule for (``float8_e4m3fn``, complex), ATen
+    converts instead, as an extern call: the rest of the graph still compiles, only the
+    conversion leaves the kernels."""
     out = dtype_name(dtype)
     if out not in DTYPES or x.dtype not in DTYPES:
         return ctx.extern(node, ctx.arg(node.args), {k: ctx.arg(v) for k, v in node.kwargs.items()})

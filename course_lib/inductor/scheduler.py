@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from course_lib.inductor.ir import Buffer, GraphIR, Load, Op, count_ops, loads
+from course_lib.inductor.ir import Buffer, GraphIR, Load, Op, compute_dtype, count_ops, loads
 from course_lib.inductor.sizevars import (
     body_in_kernel,
     flat_index,
@@ -187,7 +187,9 @@ def expand(expr, members: dict, group, memo: dict, kept: tuple | None = None, in
     if producer.kind == "reduction":
         if ind or sympy.expand(expr.index - natural) != 0:
             raise Illegal(f"{expr.buf} (a reduction) is read at {expr.index}, not at its own row {natural}")
-        out = Acc(producer.name, producer.dtype)
+        out = Acc(producer.name, compute_dtype(producer.dtype))
+        if out.dtype != expr.dtype:  # a half result read as stored: rounded, as its store rounds it
+            out = Op("to_dtype", (out,), expr.dtype)
     elif natural is not None and not ind and sympy.expand(expr.index - natural) == 0:
         out = expand(body, members, group, memo, kept, inline)
     else:
@@ -272,9 +274,11 @@ def plan_kernel(graph: GraphIR, names: list[str], needed: set[str]) -> KernelPla
     outer_stores, writes = [], []
     for b in bufs:
         if b.kind == "reduction":
-            phases[level[b.name] - 1].reductions.append((b.name, b.reduction_type, exprs[b.name], b.dtype))
+            acc = Acc(b.name, compute_dtype(b.dtype))  # a half-precision result accumulates in float32
+            phases[level[b.name] - 1].reductions.append((b.name, b.reduction_type, exprs[b.name], acc.dtype))
             if b.name in needed:
-                outer_stores.append((b.name, _in_kernel(b, group, kept)[0], Acc(b.name, b.dtype), b.dtype))
+                value = acc if acc.dtype == b.dtype else Op("to_dtype", (acc,), b.dtype)
+                outer_stores.append((b.name, _in_kernel(b, group, kept)[0], value, b.dtype))
                 writes.append(b.name)
         elif b.name in needed:
             entry = (b.name, _in_kernel(b, group, kept)[0], exprs[b.name], b.dtype)

@@ -36,7 +36,7 @@ from course_lib.inductor.ir import Const, IndexValue, Load, Op
 from course_lib.inductor.scheduler import KernelPlan
 from course_lib.inductor.sizevars import FloorDiv, ModIdx, is_static, kernel_vars, prod
 
-CTYPE = {"float32": "float", "float64": "double", "int64": "int64_t", "int32": "int32_t", "int16": "int16_t",
+CTYPE = {"float32": "float", "float64": "double", "float16": "_Float16", "bfloat16": "course_bf16", "int64": "int64_t", "int32": "int32_t", "int16": "int16_t",
          "int8": "int8_t", "uint8": "uint8_t", "bool": "bool"}  # fmt: skip
 
 #: ops.* -> C++ (``CppOverrides``); {t} is the C type of the result.
@@ -68,8 +68,32 @@ OMP_REDUCTION = {"sum": "+", "max": "max", "min": "min"}
 
 HEADER = """#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <algorithm>
 #include <limits>
+
+// bfloat16 is the top half of a float32. GCC 12 has no arithmetic __bf16 (13 does; _Float16 it has),
+// so it is stored as bits: widened by a shift, narrowed rounding to nearest even, a NaN kept a NaN
+// (c10::BFloat16's round_to_nearest_even). Kernels compute in float and only load and store these.
+// (Guarded: the source repeats this header after the precompiled copy was included.)
+#ifndef COURSE_BF16
+#define COURSE_BF16
+struct course_bf16 {
+  uint16_t bits;
+  course_bf16() = default;
+  course_bf16(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    bits = f != f ? uint16_t(0x7fc0) : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+  operator float() const {
+    uint32_t u = uint32_t(bits) << 16;
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  }
+};
+#endif
 """
 
 #: Elements of work below which a kernel runs on the calling thread alone. Inductor decides the
@@ -136,7 +160,7 @@ def _cpp_operand(expr, names: dict) -> str:
 def cpp_const(value, dtype) -> str:
     if dtype == "bool":
         return "true" if value else "false"
-    if dtype in ("float32", "float64"):
+    if dtype in ("float32", "float64", "float16", "bfloat16"):
         v = float(value)
         if math.isinf(v):
             return ("-" if v < 0 else "") + f"std::numeric_limits<{CTYPE[dtype]}>::infinity()"

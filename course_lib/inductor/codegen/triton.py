@@ -43,7 +43,8 @@ from course_lib.inductor.lowering import Unsupported
 from course_lib.inductor.scheduler import Acc, KernelPlan, acc_refs
 from course_lib.inductor.sizevars import FloorDiv, ModIdx, kernel_vars
 
-TL_DTYPE = {"float32": "tl.float32", "float64": "tl.float64", "int64": "tl.int64", "int32": "tl.int32",
+TL_DTYPE = {"float32": "tl.float32", "float64": "tl.float64", "float16": "tl.float16", "bfloat16": "tl.bfloat16",
+            "int64": "tl.int64", "int32": "tl.int32",
             "int16": "tl.int16", "int8": "tl.int8", "uint8": "tl.uint8", "bool": "tl.int1"}  # fmt: skip
 
 #: ops.* -> Triton (``TritonOverrides``), one line per op, to read beside ``cpp.CPP_RULES``.
@@ -213,7 +214,7 @@ def tile_index(expr) -> str:
 def py_const(value, dtype) -> str:
     if dtype == "bool":
         return "True" if value else "False"
-    v = float(value) if dtype in ("float32", "float64") else int(value)
+    v = float(value) if dtype in ("float32", "float64", "float16", "bfloat16") else int(value)
     if isinstance(v, float) and (math.isinf(v) or math.isnan(v)):
         return f'float("{v}")'
     return repr(v)
@@ -976,7 +977,7 @@ def build(kernels, graph, persistent_rnumel: int | None = None, row_split: bool 
     return source, fns, False
 
 
-TRITON_SIG = {"float32": "fp32", "float64": "fp64", "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8",
+TRITON_SIG = {"float32": "fp32", "float64": "fp64", "float16": "fp16", "bfloat16": "bf16", "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8",
               "uint8": "u8", "bool": "i1"}  # fmt: skip
 
 
