@@ -387,3 +387,4 @@ def test_cudnn_attention_hands_efficient_attention_a_bias_per_head(monkeypatch):
     (call,) = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is EFFICIENT]
     bias = call.args[3].meta["val"]
     assert tuple(bias.shape) == (2, 3, 5, 7) and bias.dtype == torch.float16
+    assert bias.stride() == (40, 0, 8, 1), "rows padded to 8 elements, heads broadcast (the kernel's alignment)"

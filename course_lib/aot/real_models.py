@@ -452,8 +452,11 @@ def precision(name: str, dtype: torch.dtype = torch.bfloat16, backend="course_li
     scale = max(float(g.abs().max()) for g in truth.values())
 
     def worst(grads: dict) -> tuple[float, str]:
-        if set(grads) != set(truth):
-            return float("inf"), ", ".join(sorted(set(truth) ^ set(grads)))
+        # a parameter eager leaves without a gradient may get zeros (torch's AOT Autograd does the
+        # same: an unused output's gradient is materialised); one eager differentiates must get one
+        missing = sorted(set(truth) - set(grads))
+        if missing:
+            return float("inf"), ", ".join(missing)
         return max((_rel(grads[n], g, 1e-3 * scale), n) for n, g in truth.items())
 
     (e, _), (b, param) = worst(eager), worst(compiled)

@@ -666,10 +666,14 @@ def cudnn_attention(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None, c
     d = q.shape[-1]
     if attn_bias is None and q.dtype in HALF and d % 8 == 0 and d <= 256 and k.shape[-1] == v.shape[-1] == d:
         return aten._scaled_dot_product_flash_attention.default(q, k, v, dropout_p, is_causal, scale=scale)
-    if attn_bias is not None:  # as torch's preprocess_mask hands it to efficient attention: one per head
+    if attn_bias is not None:  # as torch's preprocess_mask hands it to efficient attention
         if attn_bias.dtype == torch.bool:
             attn_bias = aten.where.self(attn_bias, _scalar(0.0, q), _scalar(float("-inf"), q))
-        attn_bias = aten.expand.default(attn_bias, [*q.shape[:-1], k.shape[-2]])
+        s = k.shape[-2]
+        if s % 8 and q.device.type in FUSED_ATTENTION:  # rows padded to the kernel's 8-element steps, cut back
+            padded = aten.constant_pad_nd.default(attn_bias, [0, 8 - s % 8])
+            attn_bias = aten.slice.Tensor(padded, -1, 0, s)
+        attn_bias = aten.expand.default(attn_bias, [*q.shape[:-1], s])  # one bias a head
     out, lse, seed, offset = aten._scaled_dot_product_efficient_attention.default(q, k, v, attn_bias, True, dropout_p,
                                                                                   is_causal, scale=scale)  # fmt: skip
     return out, lse, None, None, q.shape[-2], k.shape[-2], seed, offset, None
