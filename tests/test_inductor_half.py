@@ -153,3 +153,19 @@ def test_triton_kernels_on_cuda_in_half_precision(fn, dtype):
     args = tuple(a.cuda() for a in _inputs(dtype, 7))
     compiled = _compile(fn, *args, codegen="triton")
     _check_against_float32(compiled(*args), fn, args, dtype)
+
+
+@pytest.mark.parametrize("stats", [torch.bfloat16, torch.float32], ids=["all_bf16", "mixed"])
+def test_batch_norm_in_half_precision(stats):
+    """Training batch norm on bfloat16 activations, its parameters and running statistics in bf16
+    or (mixed precision) float32: each result in eager's dtype, as close to float32 as eager's."""
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(4, 6, 5, 5, generator=g) * 3 + 1).to(torch.bfloat16)
+    w, b, mean, var = (torch.randn(6, generator=g).to(stats) for _ in range(4))
+    var = var.abs() + 0.5
+
+    def fn(x, w, b, mean, var):
+        return torch.ops.aten._native_batch_norm_legit_functional.default(x, w, b, mean, var, True, 0.1, 1e-5)
+
+    _check_against_float32(_compile(fn, x, w, b, mean, var)(x, w, b, mean, var), fn, (x, w, b, mean, var),
+                           torch.bfloat16)  # fmt: skip

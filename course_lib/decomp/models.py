@@ -23,7 +23,7 @@ import math
 import torch
 from torch import Tensor
 
-from course_lib.decomp.table import _scalar, register
+from course_lib.decomp.table import _scalar, in_float32, register
 
 aten = torch.ops.aten
 
@@ -49,6 +49,7 @@ def _scale_shift(out: Tensor, weight: Tensor | None, bias: Tensor | None) -> Ten
 
 
 @register(aten._native_batch_norm_legit_functional.default)
+@in_float32(out_dtypes=lambda x, weight, bias, running_mean, *_: (x.dtype,) + (running_mean.dtype,) * 4)
 def batch_norm_functional(x: Tensor, weight: Tensor | None, bias: Tensor | None, running_mean: Tensor,
                           running_var: Tensor, training: bool, momentum: float,
                           eps: float) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
@@ -75,6 +76,7 @@ def batch_norm_functional(x: Tensor, weight: Tensor | None, bias: Tensor | None,
 
 
 @register(aten._native_batch_norm_legit.no_stats)
+@in_float32(out_dtypes=lambda x, weight, *_: (x.dtype,) + ((x if weight is None else weight).dtype,) * 2)
 def batch_norm_no_stats(x: Tensor, weight: Tensor | None, bias: Tensor | None, training: bool, momentum: float,
                         eps: float) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
     """Batch norm with no running statistics (``F.batch_norm(x, None, None, training=True)``):

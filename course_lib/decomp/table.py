@@ -98,11 +98,18 @@ def _count(x: Tensor, dims: list[int]) -> int:
 HALF = (torch.float16, torch.bfloat16)
 
 
-def in_float32(fn: Callable) -> Callable:
+def in_float32(fn: Callable | None = None, *, out_dtypes: Callable | None = None) -> Callable:
     """Decorator: a decomposition that computes half-precision (float16, bfloat16) tensors in
     float32 and rounds its results back once, as eager's kernels accumulate in float and as
     torch._decomp's do (``utils.get_computation_dtype``). Written in half, layer norm would round
-    its mean and variance to 8 mantissa bits (bfloat16) before normalising with them."""
+    its mean and variance to 8 mantissa bits (bfloat16) before normalising with them.
+
+    Results come back in the first half dtype among the arguments, or, with ``out_dtypes``
+    (the arguments -> one dtype per result), in those: batch norm returns its statistics in the
+    dtype of its running statistics, which mixed precision keeps in float32.
+    """
+    if fn is None:
+        return functools.partial(in_float32, out_dtypes=out_dtypes)
 
     @functools.wraps(fn)
     def wrapped(*args, **kwargs):
@@ -113,10 +120,13 @@ def in_float32(fn: Callable) -> Callable:
         def up(a):
             return aten._to_copy.default(a, dtype=torch.float32) if isinstance(a, Tensor) and a.dtype in HALF else a
 
-        def down(t):
-            return aten._to_copy.default(t, dtype=half) if isinstance(t, Tensor) and t.dtype == torch.float32 else t
+        def down(t, dtype=half):  # a float32 result back to ``dtype``; others (indices, masks) as they are
+            narrow = isinstance(t, Tensor) and t.dtype == torch.float32 and dtype != torch.float32
+            return aten._to_copy.default(t, dtype=dtype) if narrow else t
 
         out = fn(*map(up, args), **{k: up(v) for k, v in kwargs.items()})
+        if out_dtypes is not None:
+            return tuple(map(down, out, out_dtypes(*args)))
         return tuple(map(down, out)) if isinstance(out, tuple) else down(out)
 
     return wrapped
