@@ -1159,3 +1159,37 @@ def test_autotuner_that_times_everything_and_catches_out_of_resources_fails():
 
     got = check.Lab("t").run("autotune", lambda: times_everything, verify=tune.check_autotuner)
     assert got.status == check.FAILED and "rules out" in got.message
+
+
+def test_widening_a_bf16_body_is_checked_on_random_bodies():
+    """04c's half-precision exercise: the reference passes; leaving arithmetic in bf16, dropping the
+    graph's own roundings or rounding the Python scalars fails, each with its reason."""
+    from course_lib.inductor import ir
+    from course_lib.inductor.ir import Const, Load, Op
+
+    assert oracles.widened_bodies(lambda e: ir.upcast(e, "float32")).ok
+    v = oracles.widened_bodies(lambda e: e)
+    assert not v.ok and "computed in bfloat16" in v.message
+
+    def drop_roundings(e):
+        if isinstance(e, Load):
+            return Op("to_dtype", (e,), "float32") if e.dtype == "bfloat16" else e
+        if isinstance(e, Const):
+            return Const(e.value, "float32")
+        args = tuple(drop_roundings(a) for a in e.args)
+        if e.op == "to_dtype" and e.dtype == "bfloat16":
+            return args[0] if args[0].dtype == "float32" else Op("to_dtype", args, "float32")
+        return Op(e.op, args, "float32" if e.dtype == "bfloat16" else e.dtype)
+
+    v = oracles.widened_bodies(drop_roundings)
+    assert not v.ok and "values differ" in v.message
+
+    def round_scalars(e):
+        if isinstance(e, Const) and e.dtype == "bfloat16":
+            return Op("to_dtype", (Op("to_dtype", (Const(e.value, "float32"),), "bfloat16"),), "float32")
+        if isinstance(e, Op):
+            return Op(e.op, tuple(round_scalars(a) for a in e.args), e.dtype)
+        return e
+
+    v = oracles.widened_bodies(lambda e: ir.upcast(round_scalars(e), "float32"))
+    assert not v.ok and "values differ" in v.message

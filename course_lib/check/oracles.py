@@ -597,6 +597,105 @@ def score_reference(case) -> int:
     return scheduler.score_fusion(g, g.groups, 0, 1)
 
 
+def half_problems(expr, parent=None) -> list[str]:
+    """What in a kernel body still computes in half precision: an op or a constant of a half dtype
+    (a conversion *to* half is a rounding, allowed), or a half load used without widening."""
+    from course_lib.inductor.ir import HALF_DTYPES, Const, Load, Op
+
+    found = []
+    if isinstance(expr, Op):
+        if expr.dtype in HALF_DTYPES and expr.op != "to_dtype":
+            found.append(f"{expr.op} computed in {expr.dtype}")
+        for a in expr.args:
+            found += half_problems(a, expr)
+    elif isinstance(expr, Const) and expr.dtype in HALF_DTYPES:
+        found.append(f"the constant {expr.value} in {expr.dtype}")
+    elif (
+        isinstance(expr, Load)
+        and expr.dtype in HALF_DTYPES
+        and not (isinstance(parent, Op) and parent.op == "to_dtype")
+    ):
+        found.append(f"a {expr.dtype} load of {expr.buf} used by {parent.op if parent else 'the store'} as it is")
+    return found
+
+
+def _random_half_body(rng, depth: int):
+    """A body as the lowering builds one for bfloat16 tensors: loads, constants, ops in their
+    operands' dtype, conversions where dtypes meet."""
+    from course_lib.inductor.ir import Const, Load, Op, sym
+
+    if depth == 0 or rng.random() < 0.2:
+        r = rng.random()
+        if r < 0.5:
+            return Load(f"buf{rng.randrange(3)}", sym("i0"), "bfloat16")
+        if r < 0.7:
+            return Load("buf3", sym("i0"), "float32")
+        return Const(round(rng.uniform(-2.0, 2.0), 3), rng.choice(["bfloat16", "float32"]))
+    if rng.random() < 0.2:
+        x = _random_half_body(rng, depth - 1)
+        return Op("to_dtype", (x,), "bfloat16" if x.dtype == "float32" else "float32")
+    op = rng.choice(["add", "mul", "sub", "maximum", "exp", "tanh"])
+    args = [_random_half_body(rng, depth - 1) for _ in range(1 if op in ("exp", "tanh") else 2)]
+    dtype = "float32" if any(a.dtype == "float32" for a in args) else "bfloat16"
+    return Op(op, tuple(a if a.dtype == dtype else Op("to_dtype", (a,), dtype) for a in args), dtype)
+
+
+def _evaluate_body(expr, values: dict, only_conversions_round: bool):
+    """A body's values, computed in float32. Each result is rounded to its op's dtype (as eager
+    rounds after every op), or, with ``only_conversions_round``, only at a ``to_dtype``: what a
+    kernel that widens correctly computes. Constants of a half dtype are rounded in the first
+    case only (a kernel keeps a Python scalar in float32)."""
+    import torch
+
+    from course_lib.inductor.ir import Const, Load, Op
+
+    def rounded(t, dtype):
+        return t.to(getattr(torch, dtype)).float()
+
+    if isinstance(expr, Load):
+        return values[expr.buf]
+    if isinstance(expr, Const):
+        full = torch.full_like(values["buf3"], float(expr.value))
+        return full if only_conversions_round else rounded(full, expr.dtype)
+    if not isinstance(expr, Op):
+        raise TypeError(f"a body holds Load, Const and Op nodes, not {type(expr).__name__}: {short_repr(expr)}")
+    args = [_evaluate_body(a, values, only_conversions_round) for a in expr.args]
+    fns = {"add": torch.add, "mul": torch.mul, "sub": torch.sub, "maximum": torch.maximum, "exp": torch.exp,
+           "tanh": torch.tanh, "to_dtype": lambda x: x}  # fmt: skip
+    if expr.op not in fns:
+        raise ValueError(f"unexpected op {expr.op!r} in the answer")
+    out = fns[expr.op](*args)
+    return rounded(out, expr.dtype) if expr.op == "to_dtype" or not only_conversions_round else out
+
+
+def widened_bodies(widen: Callable, n: int = 60, seed: int = 0) -> Verdict:
+    """``widen`` (a bfloat16 body -> the same body computed in float32) on ``n`` random bodies. It must
+    leave no arithmetic in half precision, and its result, run as typed (every op rounded to its
+    dtype), must equal the original run in float32 with only the graph's conversions rounding:
+    so a widened body rounds exactly where the model asked, and nowhere else."""
+    import random
+
+    import torch
+
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    values = {f"buf{i}": (torch.randn(64, generator=gen) * 2).to(torch.bfloat16).float() for i in range(3)}
+    values["buf3"] = torch.randn(64, generator=gen) * 2
+    for k in range(n):
+        body = _random_half_body(rng, 4)
+        got = widen(body)
+        problems = half_problems(got)
+        if problems:
+            return Verdict(False, f"body {k}, {short_repr(str(body), 120)}: {problems[0]}")
+        want = _evaluate_body(body, values, only_conversions_round=True)
+        have = _evaluate_body(got, values, only_conversions_round=False)
+        differ = ~((have == want) | (have.isnan() & want.isnan()))
+        if differ.any():
+            return Verdict(False, f"body {k}, {short_repr(str(body), 120)}: {int(differ.sum())} of 64 values differ "
+                                  "from float32 arithmetic rounded at the graph's own conversions")  # fmt: skip
+    return Verdict(True, f"{n} random bodies: computed in float32, rounded where the graph converts")
+
+
 # ----------------------------------------------------------------------------- Module 5: collectives
 
 _P2P = ("send", "recv", "isend", "irecv")
