@@ -48,7 +48,11 @@ def _matmul(x, w, b):
     return torch.tanh(x @ x.transpose(-1, -2) * 0.125 + 1.0), torch.sigmoid(x) * b
 
 
-FUNCTIONS = [_norm_gelu, _softmaxes, _statistics, _masks_and_casts, _matmul]
+def _activations(x, w, b):  # composites that eager computes in one kernel, rounding once
+    return F.silu(x) * F.softplus(w), F.mish(x - b), F.hardswish(x) + torch.sigmoid(x), torch.lerp(x, w, 0.25)
+
+
+FUNCTIONS = [_norm_gelu, _softmaxes, _statistics, _masks_and_casts, _matmul, _activations]
 
 
 def _inputs(dtype, seed):

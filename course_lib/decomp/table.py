@@ -126,10 +126,22 @@ def in_float32(fn: Callable | None = None, *, out_dtypes: Callable | None = None
 
         out = fn(*map(up, args), **{k: up(v) for k, v in kwargs.items()})
         if out_dtypes is not None:
-            return tuple(map(down, out, out_dtypes(*args)))
+            dtypes = out_dtypes(*args)
+            return tuple(map(down, out, dtypes)) if isinstance(out, tuple) else down(out, dtypes[0])
         return tuple(map(down, out)) if isinstance(out, tuple) else down(out)
 
     return wrapped
+
+
+def _promoted(*args, **kwargs) -> tuple:
+    """The result dtype of a pointwise op: its tensor arguments' dtypes promoted (bf16 with float32
+    gives float32), as eager's type promotion decides it."""
+    dtypes = [a.dtype for a in args if isinstance(a, Tensor)]
+    return (functools.reduce(torch.promote_types, dtypes),)
+
+
+#: in_float32 for pointwise math written as several ops: one rounding, as eager's single kernel
+pointwise_in_float32 = in_float32(out_dtypes=_promoted)
 
 
 def _scalar(value: float, like: Tensor) -> Tensor:
@@ -150,16 +162,19 @@ def relu(x: Tensor) -> Tensor:
 
 
 @register(aten.sigmoid.default)
+@pointwise_in_float32
 def sigmoid(x: Tensor) -> Tensor:
     return aten.div.Tensor(_scalar(1.0, x), aten.add.Tensor(aten.exp.default(aten.neg.default(x)), 1.0))
 
 
 @register(aten.silu.default)
+@pointwise_in_float32
 def silu(x: Tensor) -> Tensor:
     return aten.mul.Tensor(x, aten.sigmoid.default(x))
 
 
 @register(aten.gelu.default)
+@pointwise_in_float32
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     if approximate == "tanh":
         inner = aten.mul.Tensor(aten.add.Tensor(x, aten.mul.Tensor(aten.pow.Tensor_Scalar(x, 3), 0.044715)),
@@ -170,6 +185,7 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
 
 
 @register(aten.softplus.default)
+@pointwise_in_float32
 def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     bx = aten.mul.Tensor(x, beta)
     soft = aten.div.Tensor(aten.log1p.default(aten.exp.default(bx)), beta)
@@ -182,6 +198,7 @@ def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
 
 
 @register(aten.elu.default)
+@pointwise_in_float32
 def elu(x: Tensor, alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0) -> Tensor:
     neg = aten.mul.Tensor(aten.expm1.default(aten.mul.Tensor(x, input_scale)), alpha)
     return aten.mul.Tensor(aten.where.self(aten.gt.Scalar(x, 0), x, neg), scale)
@@ -193,21 +210,25 @@ def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
 
 
 @register(aten.hardsigmoid.default)
+@pointwise_in_float32
 def hardsigmoid(x: Tensor) -> Tensor:
     return aten.div.Tensor(aten.clamp.default(aten.add.Tensor(x, 3.0), 0.0, 6.0), 6.0)
 
 
 @register(aten.hardswish.default)
+@pointwise_in_float32
 def hardswish(x: Tensor) -> Tensor:
     return aten.mul.Tensor(x, aten.hardsigmoid.default(x))
 
 
 @register(aten.mish.default)
+@pointwise_in_float32
 def mish(x: Tensor) -> Tensor:
     return aten.mul.Tensor(x, aten.tanh.default(aten.softplus.default(x)))
 
 
 @register(aten.logit.default)
+@pointwise_in_float32
 def logit(x: Tensor, eps: float | None = None) -> Tensor:
     if eps is not None:
         x = aten.clamp.default(x, eps, 1.0 - eps)
@@ -302,71 +323,85 @@ def clamp_max(x: Tensor, max: float) -> Tensor:
 
 
 @register(aten.expm1.default)
+@pointwise_in_float32
 def expm1(x: Tensor) -> Tensor:
     return aten.sub.Tensor(aten.exp.default(x), 1.0)  # loses precision near 0; torch keeps expm1
 
 
 @register(aten.log1p.default)
+@pointwise_in_float32
 def log1p(x: Tensor) -> Tensor:
     return aten.log.default(aten.add.Tensor(x, 1.0))
 
 
 @register(aten.log2.default)
+@pointwise_in_float32
 def log2(x: Tensor) -> Tensor:
     return aten.mul.Tensor(aten.log.default(x), 1.0 / math.log(2.0))
 
 
 @register(aten.exp2.default)
+@pointwise_in_float32
 def exp2(x: Tensor) -> Tensor:
     return aten.exp.default(aten.mul.Tensor(x, math.log(2.0)))
 
 
 @register(aten.sinh.default)
+@pointwise_in_float32
 def sinh(x: Tensor) -> Tensor:
     return aten.mul.Tensor(aten.sub.Tensor(aten.exp.default(x), aten.exp.default(aten.neg.default(x))), 0.5)
 
 
 @register(aten.cosh.default)
+@pointwise_in_float32
 def cosh(x: Tensor) -> Tensor:
     return aten.mul.Tensor(aten.add.Tensor(aten.exp.default(x), aten.exp.default(aten.neg.default(x))), 0.5)
 
 
 @register(aten.tan.default)
+@pointwise_in_float32
 def tan(x: Tensor) -> Tensor:
     return aten.div.Tensor(aten.sin.default(x), aten.cos.default(x))
 
 
 @register(aten.addcmul.default)
+@pointwise_in_float32
 def addcmul(x: Tensor, t1: Tensor, t2: Tensor, value: float = 1) -> Tensor:
     return aten.add.Tensor(x, aten.mul.Tensor(aten.mul.Tensor(t1, t2), value))
 
 
 @register(aten.addcdiv.default)
+@pointwise_in_float32
 def addcdiv(x: Tensor, t1: Tensor, t2: Tensor, value: float = 1) -> Tensor:
     return aten.add.Tensor(x, aten.mul.Tensor(aten.div.Tensor(t1, t2), value))
 
 
 @register(aten.lerp.Scalar)
+@pointwise_in_float32
 def lerp(x: Tensor, end: Tensor, weight: float) -> Tensor:
     return aten.add.Tensor(x, aten.mul.Tensor(aten.sub.Tensor(end, x), weight))
 
 
 @register(aten.hypot.default)
+@pointwise_in_float32
 def hypot(x: Tensor, y: Tensor) -> Tensor:
     return aten.sqrt.default(aten.add.Tensor(aten.mul.Tensor(x, x), aten.mul.Tensor(y, y)))
 
 
 @register(aten.xlogy.Tensor)
+@pointwise_in_float32
 def xlogy(x: Tensor, y: Tensor) -> Tensor:
     return aten.where.self(aten.eq.Scalar(x, 0), _zeros_like(x), aten.mul.Tensor(x, aten.log.default(y)))
 
 
 @register(aten.tanh_backward.default)
+@pointwise_in_float32
 def tanh_backward(grad: Tensor, y: Tensor) -> Tensor:
     return aten.mul.Tensor(grad, aten.rsub.Scalar(aten.mul.Tensor(y, y), 1.0))
 
 
 @register(aten.sigmoid_backward.default)
+@pointwise_in_float32
 def sigmoid_backward(grad: Tensor, y: Tensor) -> Tensor:
     return aten.mul.Tensor(aten.mul.Tensor(grad, y), aten.rsub.Scalar(y, 1.0))
 
@@ -377,6 +412,7 @@ def threshold_backward(grad: Tensor, x: Tensor, threshold: float) -> Tensor:
 
 
 @register(aten.mse_loss.default)
+@pointwise_in_float32
 def mse_loss(x: Tensor, target: Tensor, reduction: int = 1) -> Tensor:
     d = aten.sub.Tensor(x, target)
     sq = aten.mul.Tensor(d, d)

@@ -36,7 +36,7 @@ from course_lib.inductor.ir import Const, IndexValue, Load, Op
 from course_lib.inductor.scheduler import KernelPlan
 from course_lib.inductor.sizevars import FloorDiv, ModIdx, is_static, kernel_vars, prod
 
-CTYPE = {"float32": "float", "float64": "double", "float16": "_Float16", "bfloat16": "course_bf16", "int64": "int64_t", "int32": "int32_t", "int16": "int16_t",
+CTYPE = {"float32": "float", "float64": "double", "float16": "uint16_t", "bfloat16": "uint16_t", "int64": "int64_t", "int32": "int32_t", "int16": "int16_t",
          "int8": "int8_t", "uint8": "uint8_t", "bool": "bool"}  # fmt: skip
 
 #: ops.* -> C++ (``CppOverrides``); {t} is the C type of the result.
@@ -72,27 +72,52 @@ HEADER = """#include <cmath>
 #include <algorithm>
 #include <limits>
 
-// bfloat16 is the top half of a float32. GCC 12 has no arithmetic __bf16 (13 does; _Float16 it has),
-// so it is stored as bits: widened by a shift, narrowed rounding to nearest even, a NaN kept a NaN
-// (c10::BFloat16's round_to_nearest_even). Kernels compute in float and only load and store these.
-// (Guarded: the source repeats this header after the precompiled copy was included.)
-#ifndef COURSE_BF16
-#define COURSE_BF16
-struct course_bf16 {
-  uint16_t bits;
-  course_bf16() = default;
-  course_bf16(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, sizeof u);
-    bits = f != f ? uint16_t(0x7fc0) : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  }
-  operator float() const {
-    uint32_t u = uint32_t(bits) << 16;
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
-  }
-};
+// Half-precision floats are kept as their 16 bits (uint16_t) and converted by the functions below,
+// written branch-free on plain integers so that the loops around them vectorise: GCC 12 has no
+// arithmetic __bf16 (13 does), and its _Float16 converts through a library call per element.
+// bfloat16 is the top half of a float32: widened by a shift, narrowed rounding to nearest even with
+// a NaN kept a NaN (c10::BFloat16's round_to_nearest_even). float16 follows F. Giesen's conversions
+// (half_to_float, float_to_half_fast3_rtne), as c10::Half does. (Guarded: the source repeats this
+// header after the precompiled copy was included.)
+#ifndef COURSE_HALF
+#define COURSE_HALF
+static inline float course_bits_to_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+static inline uint32_t course_float_to_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+static inline float course_bf16_to_float(uint16_t b) { return course_bits_to_float(uint32_t(b) << 16); }
+static inline uint16_t course_float_to_bf16(float f) {
+  uint32_t u = course_float_to_bits(f);
+  uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return (u & 0x7fffffffu) > 0x7f800000u ? uint16_t(0x7fc0) : uint16_t(rounded);
+}
+// (a select as masks: GCC 12 does not if-convert these loops, and a branch a value stalls the loop)
+static inline uint32_t course_select(bool take_a, uint32_t a, uint32_t b) {
+  uint32_t m = 0u - uint32_t(take_a);
+  return (a & m) | (b & ~m);
+}
+static inline float course_f16_to_float(uint16_t h) {
+  uint32_t em = h & 0x7fffu;
+  uint32_t normal = (em << 13) + (112u << 23) + course_select(em >= 0x7c00u, 112u << 23, 0u);  // inf, NaN: 255
+  uint32_t subnormal = course_float_to_bits(float(em) * 5.9604644775390625e-08f);  // em * 2^-24, exact
+  return course_bits_to_float(course_select(em < 0x0400u, subnormal, normal) | (uint32_t(h & 0x8000u) << 16));
+}
+static inline uint16_t course_float_to_f16(float f) {
+  uint32_t u = course_float_to_bits(f);
+  uint32_t sign = u & 0x80000000u;
+  u ^= sign;
+  uint32_t inf_nan = course_select(u > (255u << 23), 0x7e00u, 0x7c00u);
+  uint32_t subnormal = course_float_to_bits(course_bits_to_float(u) + 0.5f) - (126u << 23);
+  uint32_t normal = (u - (112u << 23) + 0xfffu + ((u >> 13) & 1u)) >> 13;
+  uint32_t finite = course_select(u < (113u << 23), subnormal, normal);
+  return uint16_t(course_select(u >= (143u << 23), inf_nan, finite) | (sign >> 16));
+}
 #endif
 """
 
@@ -126,6 +151,22 @@ ROW_BUFFER_LIMIT = 16384  # elements per row (64 KiB of float32 on each thread's
 #: would split a full reduction more evenly over many threads (they take whole blocks); the
 #: extra loop costs one horizontal add of the vector accumulator per block.
 SUM_CHUNK = 16384
+
+
+#: half-precision dtype -> (widening, narrowing) function of :data:`HEADER` (C++ holds the bits)
+HALF_BITS = {"bfloat16": ("course_bf16_to_float", "course_float_to_bf16"),
+             "float16": ("course_f16_to_float", "course_float_to_f16")}  # fmt: skip
+
+
+def _half_conversion(value: str, src: str, dst: str) -> str:
+    """A conversion from or to a half-precision float, through float32."""
+    if src == dst:
+        return value
+    if src in HALF_BITS:
+        value, src = f"{HALF_BITS[src][0]}({value})", "float32"
+    if dst in HALF_BITS:
+        return f"{HALF_BITS[dst][1]}({value if src == 'float32' else f'static_cast<float>({value})'})"
+    return value if dst == "float32" else f"static_cast<{CTYPE[dst]}>({value})"
 
 
 def cpp_index(expr, names: dict | None = None) -> str:
@@ -279,6 +320,8 @@ class CppKernel(Kernel):
         else:
             args = [self.emit(a, outer, inner) for a in expr.args]
             code = CPP_RULES[expr.op].format(*args, t=CTYPE[expr.dtype])
+            if expr.op == "to_dtype" and {expr.dtype, expr.args[0].dtype} & HALF_BITS.keys():
+                code = _half_conversion(args[0], expr.args[0].dtype, expr.dtype)
         name = self.tmp()
         scope.lines.append(f"{CTYPE[expr.dtype]} {name} = {code};")
         scope.cse[expr] = name
