@@ -106,6 +106,7 @@ FLOAT_DTYPES = ("float32", "float64")
 #: ``upcast_to_fp32``: a GPU's half-precision arithmetic units are no faster for memory-bound
 #: kernels, and float32 keeps the intermediate steps of a fused kernel from rounding)
 HALF_DTYPES = ("float16", "bfloat16")
+FLOATING = FLOAT_DTYPES + HALF_DTYPES  # every float a buffer may hold
 DTYPES = ("float32", "float64", *HALF_DTYPES, "int64", "int32", "int16", "int8", "uint8", "bool")
 
 

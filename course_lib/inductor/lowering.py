@@ -34,7 +34,7 @@ import sympy
 from course_lib.inductor.ir import (
     DTYPES,
     FLOAT_DTYPES,
-    HALF_DTYPES,
+    FLOATING,
     Buffer,
     Const,
     GraphIR,
@@ -753,7 +753,7 @@ def _scalar_dtype(v, like):
 
 def _compute_dtype(operands):
     dts = [o.dtype for o in operands if isinstance(o, TensorValue)]
-    floats = [d for d in dts if d in FLOAT_DTYPES or d in HALF_DTYPES]  # halves compare in float32
+    floats = [d for d in dts if d in FLOATING]  # halves compare in float32
     if floats:
         return "float64" if "float64" in floats else "float32"
     if any(isinstance(o, float) for o in operands):

@@ -32,7 +32,7 @@ import subprocess
 import sympy
 
 from course_lib.inductor.codegen.common import Kernel, Scope, depends_on, pointer_names, simplify_loops  # noqa: F401
-from course_lib.inductor.ir import Const, IndexValue, Load, Op
+from course_lib.inductor.ir import FLOATING, Const, IndexValue, Load, Op
 from course_lib.inductor.scheduler import KernelPlan
 from course_lib.inductor.sizevars import FloorDiv, ModIdx, is_static, kernel_vars, prod
 
@@ -201,7 +201,7 @@ def _cpp_operand(expr, names: dict) -> str:
 def cpp_const(value, dtype) -> str:
     if dtype == "bool":
         return "true" if value else "false"
-    if dtype in ("float32", "float64", "float16", "bfloat16"):
+    if dtype in FLOATING:
         v = float(value)
         if math.isinf(v):
             return ("-" if v < 0 else "") + f"std::numeric_limits<{CTYPE[dtype]}>::infinity()"

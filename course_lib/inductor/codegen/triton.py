@@ -38,7 +38,7 @@ import sys
 import sympy
 
 from course_lib.inductor.codegen.common import Kernel, Scope, depends_on
-from course_lib.inductor.ir import Const, IndexValue, Load, Op
+from course_lib.inductor.ir import FLOATING, Const, IndexValue, Load, Op
 from course_lib.inductor.lowering import Unsupported
 from course_lib.inductor.scheduler import Acc, KernelPlan, acc_refs
 from course_lib.inductor.sizevars import FloorDiv, ModIdx, kernel_vars
@@ -214,7 +214,7 @@ def tile_index(expr) -> str:
 def py_const(value, dtype) -> str:
     if dtype == "bool":
         return "True" if value else "False"
-    v = float(value) if dtype in ("float32", "float64", "float16", "bfloat16") else int(value)
+    v = float(value) if dtype in FLOATING else int(value)
     if isinstance(v, float) and (math.isinf(v) or math.isnan(v)):
         return f'float("{v}")'
     return repr(v)
