@@ -568,6 +568,15 @@ def test_gather_picking_an_element_many_times_trains_like_eager():
                           torch.randn(2, 4, 3))  # fmt: skip
 
 
+def test_gradients_take_their_inputs_dtype_under_type_promotion():
+    """T5 in bf16 adds a float32 position bias to bf16 scores: the sum is float32, so add's rule
+    hands a float32 gradient to the bf16 matmul. torch's engine casts every gradient to its input's
+    dtype; so does the course (assert_close checks dtypes too)."""
+    w, bias = torch.randn(4, 3).bfloat16(), torch.randn(2, 3)
+    _grads_match_autograd(lambda x, b: ((x @ w) + b).softmax(-1), torch.randn(2, 4).bfloat16(), bias)
+    _grads_match_autograd(lambda x, s: x * s, torch.randn(3, 2).half(), torch.randn(3, 1, dtype=torch.float64))
+
+
 def test_group_norm_and_weight_norm_train_like_eager():
     """Wav2Vec2's feature extractor (group norm) and positional convolution (weight norm)."""
     _grads_match_autograd(

@@ -81,13 +81,13 @@ def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int]) -
         if arg_grads and isinstance(arg_grads[-1], KeywordGrads):  # gradients for keyword arguments too
             for key, g1 in arg_grads[-1].items():
                 if isinstance(node.kwargs.get(key), Node) and g1 is not None and node.kwargs[key] in live:
-                    _accumulate(grad, node.kwargs[key], g1)
+                    _accumulate(grad, node.kwargs[key], _in_dtype_of(g1, env[node.kwargs[key]]))
             arg_grads = arg_grads[:-1]
         for a, g in zip(node.args, arg_grads):
             pairs = zip(a, g) if isinstance(a, (list, tuple)) and isinstance(g, (list, tuple)) else [(a, g)]
             for a1, g1 in pairs:  # a list argument (cat's tensors) gets a list of gradients
                 if isinstance(a1, Node) and g1 is not None and a1 in live:
-                    _accumulate(grad, a1, g1)
+                    _accumulate(grad, a1, _in_dtype_of(g1, env[a1]))
     grads = [grad.get(placeholders[i], None) for i in wrt]
     grads = [g if g is not None else aten.mul.Tensor(primals[i], 0.0) for g, i in zip(grads, wrt)]
     return outputs, grads
@@ -148,6 +148,18 @@ def _depends_on(roots: list[Node]) -> set[Node]:
             seen.add(n)
             stack.extend(n.users)
     return seen
+
+
+def _in_dtype_of(g, value):
+    """``g`` in the dtype of the value it is the gradient of. torch's autograd engine does this to
+    every gradient a derivative formula returns (``validate_outputs`` in ``engine.cpp``): a formula
+    is written once for all dtypes, so ``mul(bf16, float32)`` gives its bf16 operand a float32
+    gradient, and T5's layer norm (``x.to(float32) ... .to(bf16)``) hands float32 gradients to a
+    bf16 matmul."""
+    if (isinstance(g, torch.Tensor) and isinstance(value, torch.Tensor) and value.is_floating_point()
+            and g.dtype != value.dtype):  # fmt: skip
+        return aten._to_copy.default(g, dtype=value.dtype)
+    return g
 
 
 def _accumulate(grad: dict, node: Node, g) -> None:
