@@ -68,6 +68,8 @@ RULE_CASES.update({
     aten.im2col.default: lambda: (_d(2, 3, 6, 5), [3, 2], [1, 2], [1, 0], [2, 1]),
     "negative_pad": lambda: (_d(2, 5, 4), [0, 0, 1, -1]),
     "crop_and_pad": lambda: (_d(2, 5, 6), [-2, 3, -1, -3]),
+    # a mixture-of-experts layer in bf16: 8 rows sorted by expert, expert 1 gets none (float32: no float64 kernel)
+    aten._grouped_mm.default: lambda: (_d(8, 4).float(), _d(3, 4, 8).float(), torch.tensor([3, 3, 8], dtype=torch.int32)),
 })  # fmt: skip
 
 #: the op each named case (a second case of one op) calls

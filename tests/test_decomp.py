@@ -137,6 +137,16 @@ def test_filled_like_keeps_the_requested_dtype():
     assert graph(x).dtype == torch.bool and bool(graph(x).all())
 
 
+def test_cumsum_keeps_the_requested_integer_dtype():
+    """MoE models in bf16 build grouped_mm's offsets as ``cumsum(counts, 0, dtype=int32)``; a sum of
+    int32 is int64 unless told otherwise, and grouped_mm refuses int64 offsets."""
+    counts = torch.tensor([[3, 0, 2], [1, 4, 4]], dtype=torch.int32)
+    for dtype in (torch.int32, None):
+        got = decomp.trace(lambda c, dtype=dtype: torch.cumsum(c, 1, dtype=dtype), counts)(counts)
+        want = torch.cumsum(counts, 1, dtype=dtype)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+
+
 def test_nll_loss_of_one_unbatched_row():
     """A (C,) input with a 0-d target (linear_cross_entropy's op_db sample) decomposes like a batch of one."""
     op = torch.ops.aten.nll_loss_forward.default

@@ -514,6 +514,22 @@ def im2col(g: Tensor, out: Tensor, x: Tensor, kernel_size, dilation, padding, st
     return gx, None, None, None, None
 
 
+@derivative(aten._grouped_mm.default)
+def grouped_mm(g: Tensor, out: Tensor, a: Tensor, b: Tensor, offs: Tensor | None = None, bias=None,
+               out_dtype=None) -> tuple:  # fmt: skip
+    """Mixture-of-experts layers in bf16 (transformers' ``_grouped_mm``): the rows of ``a`` [S, K]
+    sorted by expert, ``offs`` the cumulative row count of each expert, ``b`` [E, K, N] one weight per
+    expert, so rows ``offs[e-1]:offs[e]`` are multiplied by ``b[e]``. The input's gradient is the same
+    grouped product with each weight transposed; a weight's gradient is ``a[rows]^T @ g[rows]`` for its
+    own rows, which is grouped_mm's 2-D x 2-D form (groups along K) with the same offsets. torch's
+    formula calls the same two products."""
+    if a.dim() != 2 or b.dim() != 3 or offs is None or bias is not None or out_dtype not in (None, out.dtype):
+        raise NotImplementedError("grouped_mm backward: the course handles a 2-D input, 3-D weights and offsets")
+    ga = aten._grouped_mm.default(g, aten.transpose.int(b, -2, -1), offs) if needed(0) else None
+    gb = aten._grouped_mm.default(aten.transpose.int(a, -2, -1), g, offs) if needed(1) else None
+    return ga, gb
+
+
 # ------------------------------------------------------------------ fused attention
 # (course_lib.decomp.FUSED_ATTENTION keeps these whole on some devices; see there)
 

@@ -350,10 +350,9 @@ def cumsum(x: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
     n = x.shape[dim] if x.dim() else 1
     if x.numel() * n > CUMSUM_LIMIT or x.dim() == 0:
         return NotImplemented
-    if dtype is not None and dtype != x.dtype:
+    dtype = dtype or (x.dtype if x.is_floating_point() else torch.int64)  # as torch: integer sums are int64
+    if dtype != x.dtype:
         x = aten._to_copy.default(x, dtype=dtype)
-    elif not x.is_floating_point():
-        x = aten._to_copy.default(x, dtype=torch.int64)  # as torch: integer sums are int64
     last = [d for d in range(x.dim()) if d != dim] + [dim]
     xl = aten.permute.default(x, last)
     lead = list(xl.shape[:-1])
@@ -361,7 +360,8 @@ def cumsum(x: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
     upto = aten.lt.Tensor(j, i_plus_1)  # j <= i
     terms = aten.where.self(upto, aten.view.default(xl, [*lead, n, 1]), _scalar(0, xl))  # (.., j, i)
     return aten.permute.default(
-        aten.sum.dim_IntList(terms, [len(lead)], False), [last.index(d) for d in range(x.dim())]
+        aten.sum.dim_IntList(terms, [len(lead)], False, dtype=xl.dtype),  # (an int32 sum would be int64)
+        [last.index(d) for d in range(x.dim())],
     )
 
 
