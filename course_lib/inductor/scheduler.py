@@ -126,7 +126,7 @@ def _in_kernel(buf: Buffer, group, kept: tuple | None):
         return store_index(buf, group), body_in_kernel(buf, group)
     mapping = permuted_map(buf, group, kept)
     tmp = {k: sym(f"_t_{k}") for k in mapping}  # renamed through temporaries, as body_in_kernel
-    body = subs_index(subs_index(buf.body, tmp), {tmp[k]: v for k, v in mapping.items()})
+    body = subs_index(subs_index(buf.body, tmp), {tmp[k]: v for k, v in mapping.items()}, group_ranges(group))
     return sympy.expand(flat_index(buf.index_vars(), buf.stride).xreplace(mapping)), body
 
 
@@ -199,7 +199,7 @@ def expand(expr, members: dict, group, memo: dict, kept: tuple | None = None, in
         if idx is None:
             raise Illegal(f"{expr.buf} is read at {expr.index}, which its layout {producer.stride} cannot undo")
         body = subs_index(producer.body, {v: sym(f"_u{d}") for d, v in enumerate(producer.index_vars())})
-        body = subs_index(body, {sym(f"_u{d}"): e for d, e in enumerate(idx)})
+        body = subs_index(body, {sym(f"_u{d}"): e for d, e in enumerate(idx)}, group_ranges(group))
         out = expand(body, members, group, memo, kept, inline)
     memo[key] = out
     return out

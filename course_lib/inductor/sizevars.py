@@ -166,7 +166,187 @@ def split_div_mod(expr: sympy.Expr, divisor, ranges: dict) -> tuple[sympy.Expr, 
                 ok = False
         if ok and _below(hi, divisor):
             return sympy.expand(q), sympy.expand(r)
-    return FloorDiv(expr, divisor), ModIdx(expr, divisor)
+    expr = simplify_index(expr, ranges)
+    return _floordiv(expr, divisor, ranges), _mod(expr, divisor, ranges)
+
+
+# ---------------------------------------------------------------------------
+# index simplification with ranges: FloorDiv / ModIdx of sums of digits
+# ---------------------------------------------------------------------------
+#
+# A view of a permuted tensor reads ``ModIdx(i, 4)`` and ``FloorDiv(i, 4)``: the digits of ``i``.
+# A view of *that* (Swin's window partition and its reverse, Funnel's relative shift, and every
+# producer recomputed inside a kernel that reads it through a view) takes digits of a sum of digits,
+# and unsimplified, each level repeats the level below several times: Swin's backward printed index
+# expressions of 90 000 nodes, Funnel's kernels source lines of a megabyte, and gcc ran for many
+# minutes. Knowing each loop symbol's range undoes most of it, as Inductor's
+# ``SizeVarAllocator.simplify_with_ranges`` and ``_join_dimensions`` do
+# (torch/_inductor/sizevars.py). Every rule below holds for integers; the ones that split a sum
+# need non-negative terms, so that what is left stays non-negative (the code generators print
+# FloorDiv and ModIdx as C's truncating ``/`` and ``%``).
+
+
+def _static_int(v) -> int | None:
+    return int(v) if is_static(v) else None
+
+
+def _is_atom(e) -> bool:
+    return e.is_Symbol or isinstance(e, (FloorDiv, ModIdx))
+
+
+def _terms(expr) -> tuple[dict, int] | None:
+    """``{atom: coefficient}, constant`` of a sum of non-negative integer multiples of atoms (loop
+    symbols, FloorDiv, ModIdx), or None for anything else (a size symbol, a product of atoms, a
+    negative coefficient)."""
+    coeffs: dict = {}
+    const = 0
+    for term in sympy.Add.make_args(sympy.expand(expr)):
+        if term.is_Integer:
+            const += int(term)
+            continue
+        c, atom = term.as_coeff_Mul()
+        if not (c.is_Integer and _is_atom(atom)) or (atom.is_Symbol and atom.is_positive):
+            return None
+        coeffs[atom] = coeffs.get(atom, 0) + int(c)
+    if const < 0 or any(c < 0 for c in coeffs.values()):
+        return None
+    return coeffs, const
+
+
+def _sum(coeffs: dict, const: int = 0) -> sympy.Expr:
+    return sympy.Add(sympy.Integer(const), *(c * a for a, c in coeffs.items() if c))
+
+
+def index_bound(expr, ranges: dict) -> int | None:
+    """An exclusive upper bound of a non-negative index expression whose symbols have the static
+    trip counts ``ranges`` (None when one is unknown)."""
+    if expr.is_Integer:
+        return int(expr) + 1 if expr >= 0 else None
+    if expr.is_Symbol:
+        return _static_int(ranges[expr]) if expr in ranges else None
+    if isinstance(expr, ModIdx):
+        m, b = _static_int(expr.args[1]), index_bound(expr.args[0], ranges)
+        return None if m is None else m if b is None else min(m, b)
+    if isinstance(expr, FloorDiv):
+        d, b = _static_int(expr.args[1]), index_bound(expr.args[0], ranges)
+        return None if d is None or b is None else (b - 1) // d + 1
+    terms = _terms(expr) if expr.is_Add or expr.is_Mul else None
+    if terms is None:
+        return None
+    top = terms[1]
+    for atom, c in terms[0].items():
+        b = index_bound(atom, ranges)
+        if b is None:
+            return None
+        top += c * (b - 1)
+    return top + 1
+
+
+def _floordiv(a, d, ranges: dict):
+    """``a // d``: a sum's multiples of ``d`` leave as the quotient; the rest is dropped when it is
+    provably below ``d``; ``(x // b) // d = x // (b d)``."""
+    dv = _static_int(d)
+    if dv is None:
+        return FloorDiv(a, d)
+    if isinstance(a, FloorDiv) and _static_int(a.args[1]) is not None:
+        return _floordiv(a.args[0], dv * int(a.args[1]), ranges)
+    terms = _terms(a)
+    if terms is None:
+        return FloorDiv(a, d)
+    coeffs, const = terms
+    quotient = _sum({x: c // dv for x, c in coeffs.items() if c % dv == 0}, const // dv)
+    rest = _sum({x: c for x, c in coeffs.items() if c % dv}, const % dv)
+    if rest == 0:
+        return quotient
+    bound = index_bound(rest, ranges)
+    if bound is not None and bound <= dv:
+        return quotient
+    if quotient.is_Integer:  # nothing but the constant would leave: not simpler
+        return FloorDiv(a, d)
+    return quotient + (_floordiv(rest, dv, ranges) if isinstance(rest, FloorDiv) else FloorDiv(rest, dv))
+
+
+def _mod(a, m, ranges: dict):
+    """``a % m``: a sum's multiples of ``m`` drop out; the rest is the result when provably below
+    ``m``; ``(x % n) % m = x % m`` when ``m`` divides ``n``."""
+    mv = _static_int(m)
+    if mv is None:
+        return ModIdx(a, m)
+    terms = _terms(a)
+    if terms is None:
+        return ModIdx(a, m)
+    coeffs, const = terms
+    rest = _sum({x: c for x, c in coeffs.items() if c % mv}, const % mv)
+    if rest == 0:
+        return sympy.Integer(0)
+    bound = index_bound(rest, ranges)
+    if bound is not None and bound <= mv:
+        return rest
+    if isinstance(rest, ModIdx) and _static_int(rest.args[1]) is not None and int(rest.args[1]) % mv == 0:
+        return _mod(rest.args[0], mv, ranges)
+    return ModIdx(rest, m)
+
+
+def _join(expr, ranges: dict):
+    """Put digits back together: ``c (x % m) + c m (x // m) = c x`` and
+    ``c (x % m) + c m ((x // m) % n) = c (x % (m n))`` (Inductor's ``_join_dimensions``)."""
+    terms = _terms(expr)
+    if terms is None:
+        return expr
+    coeffs, const = terms
+    changed = True
+    while changed:
+        changed = False
+        for atom, c in list(coeffs.items()):
+            if not isinstance(atom, ModIdx) or not c or _static_int(atom.args[1]) is None:
+                continue
+            x, m = atom.args[0], int(atom.args[1])
+            high = FloorDiv(x, m)
+            if coeffs.get(high) == c * m:  # the low digit and everything above it: x itself
+                del coeffs[atom], coeffs[high]
+                joined = _terms(c * x)
+            else:
+                pair = next(
+                    (h for h in coeffs if isinstance(h, ModIdx) and h.args[0] == high and coeffs[h] == c * m), None
+                )
+                if pair is None:
+                    continue
+                del coeffs[atom], coeffs[pair]
+                joined = _terms(c * _mod(x, m * int(pair.args[1]), ranges))
+            if joined is None:
+                return expr
+            for a2, c2 in joined[0].items():
+                coeffs[a2] = coeffs.get(a2, 0) + c2
+            const += joined[1]
+            changed = True
+            break
+    return _sum(coeffs, const)
+
+
+def simplify_index(expr, ranges: dict):
+    """``expr`` with its FloorDiv / ModIdx simplified knowing the loop symbols' trip counts
+    (``ranges``); the value is the same at every point of the loops."""
+    expr = sympy.sympify(expr)
+    if not expr.has(FloorDiv, ModIdx):
+        return expr
+    memo: dict = {}
+
+    def walk(e):
+        if e in memo:
+            return memo[e]
+        if isinstance(e, FloorDiv):
+            out = _floordiv(walk(e.args[0]), e.args[1], ranges)
+        elif isinstance(e, ModIdx):
+            out = _mod(walk(e.args[0]), e.args[1], ranges)
+        elif e.is_Add or e.is_Mul:
+            out = e.func(*(walk(a) for a in e.args))
+            out = _join(out, ranges) if out.is_Add else out
+        else:
+            out = e
+        memo[e] = out
+        return out
+
+    return walk(expr)
 
 
 def decompose(expr: sympy.Expr, shape, ranges: dict) -> list[sympy.Expr]:
@@ -203,19 +383,25 @@ def unflatten(expr: sympy.Expr, shape, stride, ranges: dict) -> list[sympy.Expr]
     return out
 
 
-def subs_index(expr, mapping: dict):
-    """Substitute index symbols everywhere in an element expression (loads and index values)."""
+def subs_index(expr, mapping: dict, ranges: dict | None = None):
+    """Substitute index symbols everywhere in an element expression (loads and index values);
+    with ``ranges`` (the new symbols' trip counts), simplify the indices that come out."""
     from course_lib.inductor.ir import IndexValue, Load, Op
 
     if not mapping:
         return expr
+
+    def new(index):
+        index = sympy.sympify(index).xreplace(mapping)
+        return simplify_index(index, ranges) if ranges else index
+
     if isinstance(expr, Load):
-        ind = tuple((s, subs_index(e, mapping)) for s, e in expr.indirect)
-        return Load(expr.buf, sympy.sympify(expr.index).xreplace(mapping), expr.dtype, ind)
+        ind = tuple((s, subs_index(e, mapping, ranges)) for s, e in expr.indirect)
+        return Load(expr.buf, new(expr.index), expr.dtype, ind)
     if isinstance(expr, IndexValue):
-        return IndexValue(sympy.sympify(expr.index).xreplace(mapping), expr.dtype)
+        return IndexValue(new(expr.index), expr.dtype)
     if isinstance(expr, Op):
-        return Op(expr.op, tuple(subs_index(a, mapping) for a in expr.args), expr.dtype)
+        return Op(expr.op, tuple(subs_index(a, mapping, ranges) for a in expr.args), expr.dtype)
     return expr
 
 
@@ -269,7 +455,7 @@ def body_in_kernel(buf, group):
     mapping = var_map(buf, group)
     tmp = {k: sym(f"_t_{k}") for k in mapping}
     body = subs_index(buf.body, tmp)
-    return subs_index(body, {tmp[k]: v for k, v in mapping.items()})
+    return subs_index(body, {tmp[k]: v for k, v in mapping.items()}, group_ranges(group))
 
 
 # ---------------------------------------------------------------------------
