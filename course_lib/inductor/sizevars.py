@@ -24,6 +24,7 @@ Dynamo does), no ``Min``/``Max``/``CeilDiv``, and index simplification only for 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 
@@ -166,6 +167,8 @@ def split_div_mod(expr: sympy.Expr, divisor, ranges: dict) -> tuple[sympy.Expr, 
                 ok = False
         if ok and _below(hi, divisor):
             return sympy.expand(q), sympy.expand(r)
+    if not _SIMPLIFY[-1]:
+        return FloorDiv(expr, divisor), ModIdx(expr, divisor)
     expr = simplify_index(expr, ranges)
     return _floordiv(expr, divisor, ranges), _mod(expr, divisor, ranges)
 
@@ -184,6 +187,19 @@ def split_div_mod(expr: sympy.Expr, divisor, ranges: dict) -> tuple[sympy.Expr, 
 # (torch/_inductor/sizevars.py). Every rule below holds for integers; the ones that split a sum
 # need non-negative terms, so that what is left stays non-negative (the code generators print
 # FloorDiv and ModIdx as C's truncating ``/`` and ``%``).
+
+
+_SIMPLIFY = [True]
+
+
+@contextlib.contextmanager
+def simplification(on: bool):
+    """Turn the simplification below off (``with simplification(False):``) to see what it saves."""
+    _SIMPLIFY.append(on)
+    try:
+        yield
+    finally:
+        _SIMPLIFY.pop()
 
 
 def _static_int(v) -> int | None:
@@ -327,7 +343,7 @@ def simplify_index(expr, ranges: dict):
     """``expr`` with its FloorDiv / ModIdx simplified knowing the loop symbols' trip counts
     (``ranges``); the value is the same at every point of the loops."""
     expr = sympy.sympify(expr)
-    if not expr.has(FloorDiv, ModIdx):
+    if not _SIMPLIFY[-1] or not expr.has(FloorDiv, ModIdx):
         return expr
     memo: dict = {}
 
