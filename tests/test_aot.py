@@ -579,6 +579,13 @@ def test_gradients_take_their_inputs_dtype_under_type_promotion():
     _grads_match_autograd(lambda x, s: x * s, torch.randn(3, 2).half(), torch.randn(3, 1, dtype=torch.float64))
 
 
+def test_clamp_with_tensor_bounds_trains_like_eager():
+    """T5 in float16 clamps to a 0-d tensor bound; the bounds get gradients where they bind."""
+    x = torch.tensor([[-2.0, -0.5, 0.0, 0.5, 2.0, 1.0]])
+    _grads_match_autograd(lambda x, lo, hi: torch.clamp(x, lo, hi) * 3.0, x, torch.tensor(-1.0), torch.full((6,), 1.0))
+    _grads_match_autograd(lambda x, hi: torch.clamp(x, max=hi), torch.randn(4, 6), torch.tensor(0.3))
+
+
 def test_group_norm_and_weight_norm_train_like_eager():
     """Wav2Vec2's feature extractor (group norm) and positional convolution (weight norm)."""
     _grads_match_autograd(

@@ -39,6 +39,7 @@ SAMPLES = {
     aten.reciprocal.default: lambda g: ((_pos(g, 4, 6),), {}),
     aten.square.default: _x, aten.abs.default: _x, aten.sign.default: _x,
     aten.clamp.default: lambda g: ((_r(g, 4, 6), -0.5, 0.5), {}),
+    aten.clamp.Tensor: lambda g: ((_r(g, 4, 6), _r(g, 6) * 0.3 - 0.5, _r(g, 4, 1) * 0.3 + 0.5), {}),
     aten.clamp_min.default: lambda g: ((_r(g, 4, 6), 0.1), {}),
     aten.clamp_max.default: lambda g: ((_r(g, 4, 6), 0.1), {}),
     aten.expm1.default: _x,

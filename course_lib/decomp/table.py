@@ -312,6 +312,18 @@ def clamp(x: Tensor, min: float | None = None, max: float | None = None) -> Tens
     return x
 
 
+@register(aten.clamp.Tensor)
+def clamp_tensor(x: Tensor, min: Tensor | None = None, max: Tensor | None = None) -> Tensor:
+    """Bounds that are tensors (T5 in float16 clamps its activations to ``finfo.max - 1000``, a
+    0-d tensor). ``where`` rather than ``maximum``/``minimum``: at a tie ``x`` keeps the whole
+    gradient, as torch's ``clamp_backward`` gives it, where ``maximum``'s rule would split it."""
+    if min is not None:
+        x = aten.where.self(aten.lt.Tensor(x, min), min, x)
+    if max is not None:
+        x = aten.where.self(aten.gt.Tensor(x, max), max, x)
+    return x
+
+
 @register(aten.clamp_min.default)
 def clamp_min(x: Tensor, min: float) -> Tensor:
     return aten.maximum.default(x, _scalar(min, x))
