@@ -173,3 +173,14 @@ def test_batch_norm_in_half_precision(stats):
 
     _check_against_float32(_compile(fn, x, w, b, mean, var)(x, w, b, mean, var), fn, (x, w, b, mean, var),
                            torch.bfloat16)  # fmt: skip
+
+
+def test_precision_accepts_a_finite_step_where_eager_overflowed():
+    """BEiT in float16: eager's own step has a NaN gradient, the course's (float32 inside its kernels)
+    is finite; that passes. A NaN from the backend never does."""
+    from course_lib.aot.real_models import Precision
+
+    assert Precision("m", "float16", float("nan"), 0.07, "w").ok()
+    assert not Precision("m", "float16", float("nan"), float("nan"), "w").ok()
+    assert not Precision("m", "float16", 0.01, float("nan"), "w").ok()
+    assert not Precision("m", "float16", 0.01, 0.05, "w").ok() and Precision("m", "float16", 0.01, 0.02, "w").ok()
