@@ -99,6 +99,32 @@ def test_precompile_submits_what_the_jit_would_compile(graph, tmp_path, monkeypa
     assert not async_compile.enabled()
 
 
+def test_a_kernel_triton_cannot_compile_fails_the_graph_not_the_first_launch(graph, tmp_path, monkeypatch):
+    """Jamba in bf16 on the H100 (Triton 3.6): one generated kernel stopped a Triton pass. The
+    precompile now says which, raising while the graph compiles (so it runs in eager with that
+    reason) instead of leaving the JIT to fail at the first launch inside the training step."""
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(async_compile, "_SHARED", [async_compile.AsyncCompile(workers=1)])
+    c, _ = graph
+    target = course_lib.triton.compile.gpu_target("sm_90")
+    fns = {k.name: c.call.__globals__[k.name] for k in c.schedule.kernels if k.kind == "kernel"}
+
+    def capture(kernel, args, kwargs):
+        launch = next(f for f in fns.values() if f.jit_fn is kernel)
+        return compat.triton_specialization(kernel, launch.signature, launch.constexprs, launch.int_args, target,
+                                            kwargs["num_warps"])  # fmt: skip
+
+    def broken(fn, spec):
+        raise RuntimeError("PassManager::run failed")
+
+    monkeypatch.setattr(compat, "triton_capture_specialization", capture)
+    monkeypatch.setattr(compat, "triton_compile_specialization", broken)
+    fn = fns["kernel0"].jit_fn.fn
+    with pytest.raises(async_compile.KernelCompileError, match="could not compile kernel0: RuntimeError: PassManager"):
+        async_compile.precompile(fns, fn.__module__, fn.__code__.co_filename)
+    assert not list(tmp_path.rglob("*.json"))  # a failure is not cached for other processes
+
+
 class _H200Driver:
     """Stands in for Triton's CUDA driver: the JIT asks it for the device, stream and target only."""
 

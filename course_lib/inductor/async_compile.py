@@ -101,7 +101,11 @@ def _run_job(job: CompileJob) -> dict:
         raise RuntimeError("triton.language is patched by the interpreter in this process; cannot compile here")
     module = triton_compile._import_kernel_module(job.module, job.file)
     t0 = time.perf_counter()
-    compiled = compat.triton_compile_specialization(getattr(module, job.name), job.spec)
+    try:
+        compiled = compat.triton_compile_specialization(getattr(module, job.name), job.spec)
+    except Exception as exc:  # Triton refused this kernel: said to the caller, not a broken pool
+        lines = [ln for ln in str(exc).splitlines() if ln.strip()] or [""]
+        return {"name": job.name, "error": f"{type(exc).__name__}: {lines[0][:300]}"}
     seconds = time.perf_counter() - t0
     asm = compiled.asm
     binary = asm.get("cubin") or asm.get("hsaco") or b""
@@ -193,7 +197,8 @@ class AsyncCompile:
                 raise
         for key, record in done.items():
             self.memory[key] = record
-            self._to_disk(key, record)
+            if "error" not in record:  # (a failure is not kept across processes: another Triton may pass)
+                self._to_disk(key, record)
         return CompileReport(len(jobs), len(first), len(done), time.perf_counter() - t0, self.workers,
                              {k: self.memory[k] for k in first})  # fmt: skip
 
@@ -284,7 +289,26 @@ def precompile(fns: dict, module: str, file: str) -> CompileReport | None:
                 src, _ = kernel_source(jit_fn)
                 fn_name = compat.triton_jit_function(jit_fn).fn.__name__
                 jobs.append(CompileJob(name, module, file, spec, canonical_source(src, fn_name), _triton_environ()))
-        return shared().compile(jobs)
+        report = shared().compile(jobs)
     except Exception as exc:  # never fail a compile because the pool could not help
         log.warning("course_lib.inductor: parallel precompile skipped (%s)", str(exc).splitlines()[0])
         return None
+    refuse_failed(report)
+    return report
+
+
+class KernelCompileError(Exception):
+    """Triton's compiler failed on a generated kernel (raised while the graph is being compiled, so
+    the graph runs in eager with this reason, instead of the first launch raising into the model)."""
+
+
+def refuse_failed(report: CompileReport) -> None:
+    """Raise :class:`KernelCompileError` naming the first kernel that did not compile, if any.
+
+    Seen on the H100 (Triton 3.6): a 22-output fused kernel of Jamba in bf16 stopped Triton's
+    ``TritonGPURemoveLayoutConversions`` pass ("operand #0 does not dominate this use"). Without this
+    the error surfaced at the kernel's first launch, inside the user's training step."""
+    failed = [r for r in report.results.values() if "error" in r]
+    if failed:
+        raise KernelCompileError(f"Triton could not compile {failed[0]['name']}: {failed[0]['error']}"
+                                 + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))  # fmt: skip
