@@ -586,20 +586,6 @@ def test_clamp_with_tensor_bounds_trains_like_eager():
     _grads_match_autograd(lambda x, hi: torch.clamp(x, max=hi), torch.randn(4, 6), torch.tensor(0.3))
 
 
-def test_grouped_mm_rule_refuses_off_the_cpu():
-    """On CUDA the rule gave Qwen3-MoE wrong gradients (H100, 2026-12-06): off the CPU it refuses,
-    so torch's AOT Autograd takes the graph (a fallback, not a wrong gradient)."""
-    a, b, offs = (
-        torch.empty(8, 4, device="meta"),
-        torch.empty(3, 4, 8, device="meta"),
-        torch.empty(3, dtype=torch.int32, device="meta"),
-    )
-    with pytest.raises(NotImplementedError, match="CUDA"):
-        DERIVATIVES[aten._grouped_mm.default](
-            torch.empty(8, 8, device="meta"), torch.empty(8, 8, device="meta"), a, b, offs
-        )
-
-
 def test_group_norm_and_weight_norm_train_like_eager():
     """Wav2Vec2's feature extractor (group norm) and positional convolution (weight norm)."""
     _grads_match_autograd(
