@@ -456,6 +456,27 @@ def test_memory_plan_never_reuses_across_layouts():
     assert not scheduler._same_layout(a, b)
 
 
+def test_memory_plan_keeps_a_buffer_alive_while_an_extern_views_it():
+    """``split`` runs as an extern whose pieces are views of its argument. The argument's storage
+    was recycled after the split's step while a piece was still read and returned (Qwen3-MoE's
+    gate/up split on CUDA: wrong gradients). The schema's alias set now extends its life."""
+    x = torch.randn(8, 16)
+
+    def f(x):
+        a, b = (x * 2).split(8, -1)
+        d = (a.sin().sum(-1, keepdim=True) + x).cos()  # the same layout as x * 2: a reuse candidate
+        return b, d, a.exp()
+
+    c = ind.compile_graph(_trace(f, x), [x], fusion="unfused")
+    assert "aten.split.Tensor" in c.wrapper_code
+    split_arg = c.wrapper_code.split("aten.split.Tensor(")[1].split(",")[0]
+    assert f"= {split_arg}; del {split_arg}  # reuse" not in c.wrapper_code, c.wrapper_code
+    for got, want in zip(c(x), f(x), strict=True):
+        torch.testing.assert_close(got, want)
+    views = scheduler.viewed_storage(c.graph)
+    assert any(split_arg in bases for bases in views.values()), views
+
+
 def _partial_rotary(x):
     """GPT-NeoX / Phi's partial rotary: slices of a permuted view, rotated and cat back together."""
     q = x.view(2, 8, 2, 12).permute(0, 2, 1, 3)

@@ -467,6 +467,30 @@ def precision(name: str, dtype: torch.dtype = torch.bfloat16, backend="course_li
     return Precision(name, str(dtype).removeprefix("torch."), e, b, param)
 
 
+def topk_margins(run: Callable[[], object]) -> list[float]:
+    """Call ``run()`` and return, for every ``topk`` it dispatched, the smallest relative gap between
+    the k-th value and the (k+1)-th (over the rows). A mixture-of-experts router picks experts with
+    ``topk``; where this gap is within rounding, another backend's rounding may pick another expert."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    margins: list[float] = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func is torch.ops.aten.topk.default:
+                x, k, dim = args[0], args[1], args[2] if len(args) > 2 else -1
+                if x.is_floating_point() and 0 < k < x.shape[dim]:
+                    top = x.detach().float().topk(k + 1, dim).values
+                    kth, next_ = top.narrow(dim, k - 1, 1), top.narrow(dim, k, 1)
+                    margins.append(float(((kth - next_) / kth.abs().clamp_min(1e-30)).min()))
+            return out
+
+    with Record():
+        run()
+    return margins
+
+
 def _worst_grad(module: torch.nn.Module, grads: dict, scale: float) -> tuple[float, str]:
     """Worst relative difference of ``module``'s parameter gradients from ``grads`` (eager's), each
     relative to max(its own largest |g|, 1e-3 * ``scale``), and that parameter's name; inf when a

@@ -525,6 +525,9 @@ def plan_memory(sched: Schedule) -> None:
     dtype / ``inplace`` over an input that dies in this pointwise kernel; and where to free.
 
     Graph inputs, extern results and outputs are never recycled (their storage is not ours).
+    An extern whose result may be a view of an argument (``split``, ``unbind``: the schema says
+    ``Tensor(a)``) keeps that argument's storage alive as long as the view lives, and never
+    recycled if the view is returned.
     """
     graph = sched.graph
     outs = output_buffers(graph)
@@ -532,8 +535,15 @@ def plan_memory(sched: Schedule) -> None:
     for step, k in enumerate(sched.kernels):
         for r in k.plan.reads if k.plan else graph.buffer(k.nodes[0]).reads():
             last_use[r] = step
-    pool: list[str] = []
+    defined = {n: step for step, k in enumerate(sched.kernels) for n in k.nodes}
     recyclable = {b.name for b in graph.buffers if b.kind in ("pointwise", "reduction")} - outs
+    for name, bases in viewed_storage(graph).items():
+        end = max(last_use.get(name, defined.get(name, -1)), defined.get(name, -1))
+        for base in bases:
+            last_use[base] = max(last_use.get(base, -1), end)
+            if name in outs:
+                recyclable.discard(base)
+    pool: list[str] = []
     for step, k in enumerate(sched.kernels):
         dying = [r for r in (k.plan.reads if k.plan else []) if last_use.get(r) == step and r in recyclable]
         for w in k.plan.writes if k.plan else []:
@@ -553,6 +563,24 @@ def plan_memory(sched: Schedule) -> None:
         sched.frees[step] = freed
         taken = {v[1] for v in sched.plan.values() if v[0] == "inplace"}
         pool.extend(f for f in freed if f not in taken)
+
+
+def viewed_storage(graph: GraphIR) -> dict[str, set[str]]:
+    """Buffer -> the buffers whose storage it may view: the arguments of an extern whose schema
+    returns an alias of them (``split.Tensor(Tensor(a -> *) self, ...) -> Tensor(a)[]``), through
+    chains of such externs and the items taken from them. Buffers that view nothing are left out."""
+    from course_lib.inductor.codegen.wrapper import extern_returns_alias
+
+    views: dict[str, set[str]] = {}
+    for b in graph.buffers:
+        if b.kind == "alias":
+            bases = {b.extern["base"]}
+        elif b.kind == "extern" and extern_returns_alias(b.extern["target"]):
+            bases = set(b.extern["inputs"])
+        else:
+            continue
+        views[b.name] = set().union(*({x} | views.get(x, set()) for x in bases))
+    return views
 
 
 def _same_layout(a: Buffer, b: Buffer) -> bool:

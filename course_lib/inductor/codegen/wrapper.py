@@ -231,3 +231,12 @@ class _Externs(dict):
 
 
 _EXTERNS = _Externs()
+
+
+def extern_returns_alias(target: str) -> bool:
+    """May the extern ``target`` (``aten.split.Tensor``) return a view of an argument? Its schema
+    says so with an alias set on a return (``-> Tensor(a)[]``); ``getitem`` always may."""
+    if target == "<built-in function getitem>":
+        return True
+    schema = getattr(_EXTERNS[target], "_schema", None)
+    return schema is None or any(r.alias_info is not None for r in schema.returns)
