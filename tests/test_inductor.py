@@ -2,6 +2,7 @@
 and random pointwise/reduction/broadcast graphs (hypothesis) against eager."""
 
 import functools
+import importlib
 import os
 import pathlib
 import random
@@ -475,6 +476,33 @@ def test_memory_plan_keeps_a_buffer_alive_while_an_extern_views_it():
         torch.testing.assert_close(got, want)
     views = scheduler.viewed_storage(c.graph)
     assert any(split_arg in bases for bases in views.values()), views
+
+
+def test_a_kernel_the_compiler_rejects_is_compiled_again_with_less_fusion(monkeypatch):
+    """Triton 3.6 failed on one fused kernel of Jamba (bf16, H100). The graph is scheduled again one
+    fusion level down (greedy, vertical, unfused) before it gives up, and the report says so."""
+    from course_lib.inductor import fallbacks
+    from course_lib.inductor.async_compile import KernelCompileError
+
+    module = importlib.import_module("course_lib.inductor.compile_fx")  # the package's attribute is the function
+    build = module.BACKENDS["cpp"]
+
+    def picky(kernels, graph):  # a compiler that fails on any kernel of several nodes
+        fused = [k.name for k in kernels if len(k.nodes) > 1]
+        if fused:
+            raise KernelCompileError(f"Triton could not compile {fused[0]}: RuntimeError: PassManager::run failed")
+        return build(kernels, graph)
+
+    monkeypatch.setitem(module.BACKENDS, "cpp", picky)
+    fallbacks.REPORT.clear()
+    x = torch.randn(16, 32)
+    c = ind.compile_graph(_trace(_softmax, x), [x])
+    assert all(len(k.nodes) == 1 for k in c.schedule.kernels)
+    torch.testing.assert_close(c(x)[0], _softmax(x)[0])
+    assert "fusion='unfused'" in str(fallbacks.REPORT) and "PassManager" in str(fallbacks.REPORT)
+    with pytest.raises(ValueError, match="fusion must be one of greedy, vertical, unfused"):
+        ind.compile_graph(_trace(_softmax, x), [x], fusion="maximal")
+    fallbacks.REPORT.clear()
 
 
 def _partial_rotary(x):

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from course_lib import env
 from course_lib.inductor import fallbacks, interpret
+from course_lib.inductor.async_compile import KernelCompileError
 from course_lib.inductor.codegen import cpp, triton, wrapper
 from course_lib.inductor.ir import GraphIR
 from course_lib.inductor.lowering import Unsupported, lower
@@ -74,6 +75,12 @@ class CompiledGraph:
         g = self.graph
         out = [f"{name}.size() == {list(g.buffer(name).shape)}" for name in g.inputs if name not in g.scalar_inputs]
         return out + [str(e) for e in g.sizevars.guards]
+
+
+#: From most to least fusion. When Triton's compiler fails on a generated kernel (Triton 3.6 on the
+#: H100 stopped in ``TritonGPURemoveLayoutConversions`` on a 22-output fused kernel of Jamba in bf16),
+#: the graph is scheduled again one step down before it gives up and runs in eager.
+FUSION_LADDER = ("greedy", "vertical", "unfused")
 
 
 def schedule_graph(graph: GraphIR, fusion: str = "greedy") -> Schedule:
@@ -120,20 +127,30 @@ def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | Non
     codegen = codegen or ("triton" if device.type == "cuda" else "cpp")
     if codegen not in BACKENDS:
         raise ValueError(f"codegen must be one of {sorted(BACKENDS)}, got {codegen!r}")
+    if fusion not in FUSION_LADDER:
+        raise ValueError(f"fusion must be one of {', '.join(FUSION_LADDER)}, got {fusion!r}")
     if device.type not in ("cpu", "cuda"):
         raise Unsupported(f"device {device.type}")
     if codegen == "cpp" and device.type != "cpu":
         raise Unsupported("C++ kernels need CPU tensors")
     graph = lower(gm, example_inputs, size_guards, hints)
     t1 = time.perf_counter()
-    sched = schedule_graph(graph, fusion)
-    t2 = time.perf_counter()
-    kernels = [k for k in sched.kernels if k.kind == "kernel"]
-    if codegen == "triton" and graph.dynamic and kernels:  # (extern calls alone take symbolic sizes)
-        # said here, before the Triton generator meets a symbol where it needs a number (Funnel on the
-        # H200: "Argument of Integer should be of numeric type, got s0 - 1" instead of this sentence)
-        raise Unsupported("the Triton backend compiles static sizes only (dynamic shapes: use codegen='cpp')")
-    source, fns, pointer_args = BACKENDS[codegen](kernels, graph)
+    for level in FUSION_LADDER[FUSION_LADDER.index(fusion) :]:
+        sched = schedule_graph(graph, level)
+        t2 = time.perf_counter()
+        kernels = [k for k in sched.kernels if k.kind == "kernel"]
+        if codegen == "triton" and graph.dynamic and kernels:  # (extern calls alone take symbolic sizes)
+            # said here, before the Triton generator meets a symbol where it needs a number (Funnel on the
+            # H200: "Argument of Integer should be of numeric type, got s0 - 1" instead of this sentence)
+            raise Unsupported("the Triton backend compiles static sizes only (dynamic shapes: use codegen='cpp')")
+        try:
+            source, fns, pointer_args = BACKENDS[codegen](kernels, graph)
+            break
+        except KernelCompileError as exc:  # a compiler bug met by one fused kernel: fuse less, then give up
+            if level == FUSION_LADDER[-1]:
+                raise
+            less = FUSION_LADDER[FUSION_LADDER.index(level) + 1]
+            fallbacks.REPORT.note("less fusion", f"graph compiled with fusion={less!r}", str(exc).splitlines()[0])
     wsrc = wrapper.wrapper_source(sched, {k.name: k.name for k in kernels}, pointer_args=pointer_args)
     t3 = time.perf_counter()
     call = wrapper.make_call(wsrc, fns, device, graph.sizevars)
