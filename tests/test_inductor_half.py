@@ -140,13 +140,23 @@ def test_upcast_ir():
     assert ir.upcast(f32, "float32") is f32
 
 
-@pytest.mark.parametrize(("name", "dtype"), [("gpt2", torch.bfloat16), ("llama", torch.float16)])
+@pytest.mark.parametrize(("name", "dtype"), [("gpt2", torch.bfloat16), ("llama", torch.float16),
+                                           ("qwen3_moe", torch.bfloat16)])  # fmt: skip
 def test_real_models_train_in_half_precision(name, dtype, monkeypatch):
     """A transformers model's training step in half precision, every graph compiled (no eager
-    fallback), as close to the float32 step as eager's is."""
+    fallback), as close to the float32 step as eager's is. Qwen3-MoE routes with top-k (its smallest
+    margin is recorded) and splits a masked grouped_mm result into views (see the memory planner)."""
     monkeypatch.setenv("COURSE_INDUCTOR_STRICT", "1")
     result = real_models.precision(name, dtype)
     assert result.ok(), result
+    assert (result.topk_margin < 1) == (name == "qwen3_moe"), result
+
+
+def test_topk_margins_are_the_relative_gap_after_the_kth_value():
+    x = torch.tensor([[4.0, 1.0, 3.0, 2.0], [1.0, 1.01, 0.5, 2.0]])
+    y = torch.tensor([[4.0, 1.0], [3.0, 2.0]])
+    margins = real_models.topk_margins(lambda: (torch.topk(x, 2), torch.topk(y, 1, dim=0), torch.topk(x, 4)))
+    assert margins == pytest.approx([min((3 - 2) / 3, (1.01 - 1) / 1.01), (4 - 3) / 4])  # k = all: no gap
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

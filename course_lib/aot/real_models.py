@@ -418,6 +418,11 @@ class Precision:
     eager: float
     backend: float
     worst_param: str
+    # smallest relative gap between a router's k-th and (k+1)-th choice in eager's half-precision step
+    # (:func:`topk_margins`; inf without top-k). Near the dtype's rounding (bf16: 2**-8 = 3.9e-3) a
+    # backend that rounds in another order may send a token to another expert, and that token's whole
+    # contribution moves between expert gradients: a large error that is not an arithmetic one.
+    topk_margin: float = math.inf
 
     def ok(self, slack: float = 2.0, floor: float = 1e-3) -> bool:
         """No less accurate than eager in the same precision (within ``slack``). Where eager's own
@@ -452,7 +457,9 @@ def precision(name: str, dtype: torch.dtype = torch.bfloat16, backend="course_li
         half_in = {k: v.to(device=device, dtype=dtype if v.is_floating_point() else None) for k, v in inputs.items()}
         truth = step(copy.deepcopy(half).float(), {k: v.float() if v.is_floating_point() else v
                                                    for k, v in half_in.items()}, False)  # fmt: skip
-        eager, compiled = step(half, half_in, False), step(half, half_in, True)
+        eager: dict = {}
+        margins = topk_margins(lambda: eager.update(step(half, half_in, False)))
+        compiled = step(half, half_in, True)
     scale = max(float(g.abs().max()) for g in truth.values())
 
     def worst(grads: dict) -> tuple[float, str]:
@@ -464,7 +471,7 @@ def precision(name: str, dtype: torch.dtype = torch.bfloat16, backend="course_li
         return max((_rel(grads[n], g, 1e-3 * scale), n) for n, g in truth.items())
 
     (e, _), (b, param) = worst(eager), worst(compiled)
-    return Precision(name, str(dtype).removeprefix("torch."), e, b, param)
+    return Precision(name, str(dtype).removeprefix("torch."), e, b, param, min(margins, default=math.inf))
 
 
 def topk_margins(run: Callable[[], object]) -> list[float]:
