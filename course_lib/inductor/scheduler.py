@@ -569,17 +569,18 @@ def viewed_storage(graph: GraphIR) -> dict[str, set[str]]:
     """Buffer -> the buffers whose storage it may view: the arguments of an extern whose schema
     returns an alias of them (``split.Tensor(Tensor(a -> *) self, ...) -> Tensor(a)[]``), through
     chains of such externs and the items taken from them. Buffers that view nothing are left out."""
-    from course_lib.inductor.codegen.wrapper import extern_returns_alias
+    from course_lib.inductor.codegen.wrapper import extern_aliased_inputs
 
     views: dict[str, set[str]] = {}
     for b in graph.buffers:
         if b.kind == "alias":
-            bases = {b.extern["base"]}
-        elif b.kind == "extern" and extern_returns_alias(b.extern["target"]):
-            bases = set(b.extern["inputs"])
+            bases = [b.extern["base"]]
+        elif b.kind == "extern":
+            bases = extern_aliased_inputs(b.extern)
         else:
             continue
-        views[b.name] = set().union(*({x} | views.get(x, set()) for x in bases))
+        if bases:
+            views[b.name] = set().union(*({x} | views.get(x, set()) for x in bases))
     return views
 
 

@@ -233,10 +233,24 @@ class _Externs(dict):
 _EXTERNS = _Externs()
 
 
-def extern_returns_alias(target: str) -> bool:
-    """May the extern ``target`` (``aten.split.Tensor``) return a view of an argument? Its schema
-    says so with an alias set on a return (``-> Tensor(a)[]``); ``getitem`` always may."""
-    if target == "<built-in function getitem>":
-        return True
-    schema = getattr(_EXTERNS[target], "_schema", None)
-    return schema is None or any(r.alias_info is not None for r in schema.returns)
+def extern_aliased_inputs(spec: dict) -> list[str]:
+    """The buffers an extern's result may be a view of: the arguments its schema gives an alias set
+    that a return shares (``split.Tensor(Tensor(a -> *) self, ...) -> Tensor(a)[]``: ``self``), as
+    Inductor's ``FallbackKernel`` collects its ``alias_names``. A call with no schema (``getitem``)
+    may view any of its inputs."""
+    schema = getattr(_EXTERNS[spec["target"]], "_schema", None)
+    if schema is None:
+        return list(spec["inputs"])
+    if all(r.alias_info is None for r in schema.returns):
+        return []
+    named = {a.name: a for a in schema.arguments}
+    pairs = list(zip(schema.arguments, spec["args"])) + [(named[k], v) for k, v in spec["kwargs"].items() if k in named]
+    return list(dict.fromkeys(buf for arg, value in pairs if arg.alias_info is not None for buf in _buffers_in(value)))
+
+
+def _buffers_in(value) -> list[str]:
+    if isinstance(value, TensorArg):
+        return [value.buf]
+    if isinstance(value, (list, tuple)):
+        return [b for v in value for b in _buffers_in(v)]
+    return []
