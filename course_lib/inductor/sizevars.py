@@ -279,7 +279,7 @@ def _floordiv(a, d, ranges: dict):
         return quotient
     if quotient.is_Integer:  # nothing but the constant would leave: not simpler
         return FloorDiv(a, d)
-    return quotient + (_floordiv(rest, dv, ranges) if isinstance(rest, FloorDiv) else FloorDiv(rest, dv))
+    return quotient + _floordiv(rest, dv, ranges)  # (a FloorDiv left over meets the nested rule above)
 
 
 def _mod(a, m, ranges: dict):
