@@ -29,7 +29,8 @@ name, dtype = sys.argv[1], sys.argv[2]
 t0, row = time.time(), {"model": name, "dtype": dtype}
 try:
     p = rm.precision(name, getattr(torch, dtype))
-    row.update(eager=p.eager, course=p.backend, worst_param=p.worst_param, ok=p.ok())
+    row.update(eager=p.eager, course=p.backend, worst_param=p.worst_param, ok=p.ok(),
+               topk_margin=p.topk_margin if p.topk_margin < float("inf") else None)
 except Exception as exc:
     row.update(error=f"{type(exc).__name__}: {str(exc)[:300]}")
 row["fallbacks"] = [f"{k}: {w}: {r}"[:300] for (k, w, r) in ci.fallback_report().counts]
