@@ -298,8 +298,13 @@ def precompile(fns: dict, module: str, file: str) -> CompileReport | None:
 
 
 class KernelCompileError(Exception):
-    """Triton's compiler failed on a generated kernel (raised while the graph is being compiled, so
-    the graph runs in eager with this reason, instead of the first launch raising into the model)."""
+    """Triton's compiler failed on generated kernels (raised while the graph is being compiled, so the
+    graph can be compiled again with those kernels' nodes unfused, or run in eager with this reason,
+    instead of the first launch raising into the model). ``kernels``: the names of those kernels."""
+
+    def __init__(self, message: str, kernels=()):
+        super().__init__(message)
+        self.kernels = list(kernels)
 
 
 def refuse_failed(report: CompileReport) -> None:
@@ -311,4 +316,5 @@ def refuse_failed(report: CompileReport) -> None:
     failed = [r for r in report.results.values() if "error" in r]
     if failed:
         raise KernelCompileError(f"Triton could not compile {failed[0]['name']}: {failed[0]['error']}"
-                                 + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))  # fmt: skip
+                                 + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""),
+                                 [r["name"] for r in failed])  # fmt: skip

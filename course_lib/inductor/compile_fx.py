@@ -77,16 +77,20 @@ class CompiledGraph:
         return out + [str(e) for e in g.sizevars.guards]
 
 
-#: From most to least fusion. When Triton's compiler fails on a generated kernel (Triton 3.6 on the
-#: H100 stopped in ``TritonGPURemoveLayoutConversions`` on a 22-output fused kernel of Jamba in bf16),
-#: the graph is scheduled again one step down before it gives up and runs in eager.
+#: From most to least fusion (``fusion=`` of :func:`compile_graph`).
 FUSION_LADDER = ("greedy", "vertical", "unfused")
 
+#: How many times a graph is scheduled again after Triton's compiler rejects a fused kernel. Each time
+#: the rejected kernels' nodes are kept apart (one kernel each) and the rest is fused as before. Triton
+#: 3.6 on the H100 stopped in ``TritonGPURemoveLayoutConversions`` on one 22-output fused kernel of Jamba
+#: in bf16, and on its vertical-only version too; unfused, its nodes compiled.
+REFUSION_ATTEMPTS = 4
 
-def schedule_graph(graph: GraphIR, fusion: str = "greedy") -> Schedule:
+
+def schedule_graph(graph: GraphIR, fusion: str = "greedy", apart=frozenset()) -> Schedule:
     if fusion == "unfused":
         return unfused(graph)
-    return fuse(graph, vertical_only=(fusion == "vertical"))
+    return fuse(graph, vertical_only=(fusion == "vertical"), apart=apart)
 
 
 def _device_of(gm, example_inputs):
@@ -135,8 +139,9 @@ def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | Non
         raise Unsupported("C++ kernels need CPU tensors")
     graph = lower(gm, example_inputs, size_guards, hints)
     t1 = time.perf_counter()
-    for level in FUSION_LADDER[FUSION_LADDER.index(fusion) :]:
-        sched = schedule_graph(graph, level)
+    apart: frozenset = frozenset()
+    for attempt in range(REFUSION_ATTEMPTS + 1):
+        sched = schedule_graph(graph, fusion, apart)
         t2 = time.perf_counter()
         kernels = [k for k in sched.kernels if k.kind == "kernel"]
         if codegen == "triton" and graph.dynamic and kernels:  # (extern calls alone take symbolic sizes)
@@ -146,11 +151,13 @@ def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | Non
         try:
             source, fns, pointer_args = BACKENDS[codegen](kernels, graph)
             break
-        except KernelCompileError as exc:  # a compiler bug met by one fused kernel: fuse less, then give up
-            if level == FUSION_LADDER[-1]:
+        except KernelCompileError as exc:  # a compiler bug met by a fused kernel: unfuse its nodes, or give up
+            fused = {n for k in kernels if k.name in exc.kernels and len(k.nodes) > 1 for n in k.nodes}
+            if not fused or attempt == REFUSION_ATTEMPTS:
                 raise
-            less = FUSION_LADDER[FUSION_LADDER.index(level) + 1]
-            fallbacks.REPORT.note("less fusion", f"graph compiled with fusion={less!r}", str(exc).splitlines()[0])
+            apart |= fused
+            fallbacks.REPORT.note("less fusion", f"{len(fused)} nodes of a rejected kernel compiled unfused",
+                                  str(exc).splitlines()[0])  # fmt: skip
     wsrc = wrapper.wrapper_source(sched, {k.name: k.name for k in kernels}, pointer_args=pointer_args)
     t3 = time.perf_counter()
     call = wrapper.make_call(wsrc, fns, device, graph.sizevars)

@@ -423,15 +423,18 @@ def _reachable(graph, groups, owner, src, dst, users: dict | None = None) -> boo
     return False
 
 
-def can_fuse(graph, groups, owner, a, b, users: dict | None = None) -> tuple[bool, str]:
+def can_fuse(graph, groups, owner, a, b, users: dict | None = None, apart=frozenset()) -> tuple[bool, str]:
     """Inductor's ``can_fuse``: the rules, in the order they are checked, with the reason.
 
     ``users`` (:func:`consumers`, computed once by :func:`fuse`) saves walking the graph per pair.
+    ``apart``: nodes that stay in kernels of their own (a compiler rejected a kernel they were fused in).
     """
     names = groups[a] + groups[b]
     kinds = {graph.buffer(n).kind for n in names}
     if kinds & {"extern", "alias"}:
         return False, "extern calls are not fused"
+    if apart.intersection(names):
+        return False, "kept apart: the compiler rejected a kernel this node was fused into"
     users = consumers(graph) if users is None else users
     needed = needed_outside(names, users, output_buffers(graph))
     if kernel_group([graph.buffer(n) for n in names], needed, graph.sizevars.hint)[0] is None:
@@ -477,11 +480,12 @@ def _candidates(groups, owner, reads: dict, vertical_only: bool) -> list[tuple]:
     return cands
 
 
-def fuse(graph: GraphIR, vertical_only: bool = False, max_rounds: int = 10, log: list | None = None) -> Schedule:
+def fuse(graph: GraphIR, vertical_only: bool = False, max_rounds: int = 10, log: list | None = None,
+         apart=frozenset()) -> Schedule:  # fmt: skip
     """Greedy fusion (``Scheduler.fuse_nodes``): repeatedly take the best-scoring legal pair.
 
     ``vertical_only``: consider only producer-consumer pairs (rung 1 of the ladder); otherwise
-    siblings that share an input are candidates too (rung 2).
+    siblings that share an input are candidates too (rung 2). ``apart``: nodes never fused.
     """
     groups = [[b.name] for b in computed(graph)]
     node_reads = {b.name: set(b.reads()) for b in graph.buffers}  # walked once, not once per pair
@@ -495,7 +499,7 @@ def fuse(graph: GraphIR, vertical_only: bool = False, max_rounds: int = 10, log:
         for a, b, why in cands:
             if not groups[a] or not groups[b]:
                 continue
-            ok, reason = can_fuse(graph, groups, owner, a, b, users)
+            ok, reason = can_fuse(graph, groups, owner, a, b, users, apart)
             if log is not None:
                 log.append((why, "+".join(groups[a]), "+".join(groups[b]), ok, reason))
             if ok:
