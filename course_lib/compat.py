@@ -114,10 +114,11 @@ def inductor_decompositions():
     return require("torch._inductor.decomposition", "select_decomp_table")()
 
 
-def make_fx(fn, *args, decompositions=None):
-    """Trace ``fn`` to an ATen-level FX graph (``torch.fx.experimental.proxy_tensor.make_fx``)."""
+def make_fx(fn, *args, decompositions=None, tracing_mode: str = "real"):
+    """Trace ``fn`` to an ATen-level FX graph (``torch.fx.experimental.proxy_tensor.make_fx``);
+    ``tracing_mode="fake"`` runs no kernel (the inputs' sizes and dtypes are all it reads)."""
     tracer = require("torch.fx.experimental.proxy_tensor", "make_fx")
-    return tracer(fn, decomposition_table=decompositions or {})(*args)
+    return tracer(fn, decomposition_table=decompositions or {}, tracing_mode=tracing_mode)(*args)
 
 
 def inductor_output_code(fn, *args):

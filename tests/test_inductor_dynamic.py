@@ -135,11 +135,32 @@ def test_automatic_dynamic_second_size_is_symbolic():
     assert [(kind, g.dynamic) for kind, g in record] == [("compiled", False), ("compiled", True)]
 
 
-def test_triton_refuses_symbolic_sizes_with_a_reason():
-    gm = torch.fx.symbolic_trace(pointwise_broadcast)
+@pytest.mark.parametrize("fn", [pointwise_broadcast, view_and_reduce], ids=lambda f: f.__name__)
+def test_triton_compiles_each_size_of_a_symbolic_graph(fn):
+    """The Triton path compiles static sizes only: a graph with a size symbol (Dynamo's automatic
+    dynamic shapes made one for Swin, Funnel and DBRX on the H100) is compiled per size at call time."""
+    gm = torch.fx.symbolic_trace(fn)
     traced, fakes, _ = compat.make_fx_dynamic(gm, [torch.randn(8, 4), torch.randn(4)], {0: (0,)}, decomp.DECOMPOSITIONS)
-    with pytest.raises(Unsupported, match="static sizes only"):
-        ind.compile_graph(traced, fakes, codegen="triton")
+    compiled = ind.compile_graph(traced, fakes, codegen="triton")
+    assert compiled.dynamic and not compiled.compiled
+    for n in (8, 12, 8):
+        x, y = torch.randn(n, 4), torch.randn(4)
+        _assert_matches(compiled(x, y), fn(x, y))
+        assert not compiled.graph.dynamic and compiled.codegen == "triton"  # the latest size's CompiledGraph
+    assert sorted(k[0] for k in compiled.compiled) == [(8, 4), (12, 4)]
+
+
+def test_automatic_dynamic_through_the_triton_path():
+    record = []
+    torch._dynamo.reset()
+    compiled = torch.compile(
+        softmax_rows, backend=lambda gm, ex: ind.compile_fx(gm, ex, codegen="triton", record=record)
+    )
+    for n in (3, 8, 17, 8):
+        x, y = torch.randn(n, 4), torch.randn(4)
+        _assert_matches(compiled(x, y), softmax_rows(x, y))
+    assert [(kind, g.dynamic) for kind, g in record] == [("compiled", False), ("compiled", True)]
+    assert len(record[1][1].compiled) == 2  # sizes 8 and 17 (3 was the static graph's)
 
 
 def test_bad_dynamic_dims_is_a_clear_error():
@@ -190,3 +211,21 @@ def test_all_course_path_checks_course_fake_guards():
     _assert_matches(compiled(x, x + 1), add(x, x + 1))
     with pytest.raises(SizeGuardError, match="guard"):
         compiled(torch.randn(9, 3), torch.randn(7, 3))
+
+
+def test_training_with_automatic_dynamic_through_the_triton_path(monkeypatch):
+    """Forward and backward graphs with a size symbol (the forward returns the size for the backward):
+    each size compiled through the Triton path, no fallback, gradients as eager's."""
+    monkeypatch.setenv("COURSE_INDUCTOR_STRICT", "1")
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4))
+    record = []
+    compiled = torch.compile(model, backend=lambda gm, ex: ind.compile_fx(gm, ex, codegen="triton", record=record))
+    for n in (3, 8, 17):
+        x = torch.randn(n, 8, requires_grad=True)
+        compiled(x).pow(2).sum().backward()
+        got, x.grad = x.grad, None
+        model(x).pow(2).sum().backward()
+        torch.testing.assert_close(got, x.grad, rtol=1e-4, atol=1e-5)
+    assert [type(g).__name__ for _, g in record] == ["CompiledGraph"] * 2 + ["SpecializingGraph"] * 2

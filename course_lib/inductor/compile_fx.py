@@ -145,9 +145,9 @@ def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | Non
         t2 = time.perf_counter()
         kernels = [k for k in sched.kernels if k.kind == "kernel"]
         if codegen == "triton" and graph.dynamic and kernels:  # (extern calls alone take symbolic sizes)
-            # said here, before the Triton generator meets a symbol where it needs a number (Funnel on the
-            # H200: "Argument of Integer should be of numeric type, got s0 - 1" instead of this sentence)
-            raise Unsupported("the Triton backend compiles static sizes only (dynamic shapes: use codegen='cpp')")
+            # the Triton generator needs numbers where a symbol stands (Funnel on the H200: "Argument of
+            # Integer should be of numeric type, got s0 - 1"): compile each size that comes, when it comes
+            return SpecializingGraph(gm, graph, fusion)
         try:
             source, fns, pointer_args = BACKENDS[codegen](kernels, graph)
             break
@@ -169,6 +169,64 @@ def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | Non
             f"# ---- ir_pre_fusion ----\n{graph}\n# ---- schedule ----\n{sched}\n# ---- output code ----\n{out.output_code()}"
         )
     return out
+
+
+class SpecializingGraph:
+    """A graph with size symbols for a code generator that compiles static sizes only (the course's
+    Triton path): at each call, the graph compiled for these inputs' sizes, from a cache keyed by the
+    sizes, or retraced by ``make_fx`` with them (no kernel runs while tracing) and compiled. Dynamo
+    still compiles one graph for every size; only the kernels are per size, as if ``dynamic=False``.
+    (Inductor's Triton kernels take the sizes as arguments instead: ``ks0`` and masks.)
+
+    Attributes of a :class:`CompiledGraph` come from the latest size compiled (after a first call).
+    A size that fails to compile runs in eager, with the reason in the fallback report."""
+
+    def __init__(self, gm, graph: GraphIR, fusion: str):
+        self.gm, self.symbolic, self.fusion = gm, graph, fusion
+        self.compiled: dict = {}  # input sizes -> CompiledGraph, or None (that size runs in eager)
+        self.latest: CompiledGraph | None = None
+
+    @property
+    def dynamic(self) -> bool:
+        return True
+
+    def __call__(self, *args):
+        import torch
+
+        from course_lib import compat
+
+        key = tuple(tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args)
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if key not in self.compiled:
+            where = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+
+            def with_sizes(*ts):  # the size arguments (SymInt inputs) become constants of this size's graph
+                full = list(args)
+                for i, t in zip(where, ts, strict=True):
+                    full[i] = t
+                return self.gm(*full)
+
+            try:
+                static = compat.make_fx(with_sizes, *tensors, tracing_mode="fake")
+                self.compiled[key] = compile_graph(static, tensors, fusion=self.fusion, codegen="triton")
+            except Exception as exc:  # never crash the user's model: this size runs in eager
+                _give_up(exc, "fallback", "one size of a dynamic graph runs in eager", None)
+                self.compiled[key] = None
+        compiled = self.compiled[key]
+        if compiled is None:
+            with torch.no_grad():
+                return self.gm(*args)
+        self.latest = compiled
+        return compiled(*tensors)
+
+    def call(self, args: list):
+        """The boxed call (a list of arguments), as :attr:`CompiledGraph.call`."""
+        return self(*args)
+
+    def __getattr__(self, name):
+        if name in ("gm", "symbolic", "fusion", "compiled", "latest") or self.latest is None:
+            raise AttributeError(f"{name} (a SpecializingGraph has compiled no size yet)")
+        return getattr(self.latest, name)
 
 
 def _boxed(fn):

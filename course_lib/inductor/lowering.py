@@ -250,6 +250,8 @@ class Lowering:
     def output(self, v):
         if v is None:
             return ("none",)
+        if isinstance(v, int):  # a size the graph was specialised to (a static retrace of a dynamic graph)
+            return ("size", sympy.Integer(v))
         val = self.env[v]
         if isinstance(val, int) or isinstance(val, sympy.Expr):
             # a size returned as a value: with dynamic shapes torch's partitioner saves the forward's
