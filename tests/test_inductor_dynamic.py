@@ -229,3 +229,20 @@ def test_training_with_automatic_dynamic_through_the_triton_path(monkeypatch):
         model(x).pow(2).sum().backward()
         torch.testing.assert_close(got, x.grad, rtol=1e-4, atol=1e-5)
     assert [type(g).__name__ for _, g in record] == ["CompiledGraph"] * 2 + ["SpecializingGraph"] * 2
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_select_at_a_negative_index_of_a_symbolic_dim(codegen):
+    """``x[:, -1]`` on a dim of size s0 selects index s0 - 1, a size expression (Funnel on the H100 with
+    automatic dynamic shapes: "Argument of Integer should be of numeric type, got s0 - 1")."""
+
+    def last(x):
+        return (x[:, -1] * 2, x[-1] + 1)
+
+    torch._dynamo.reset()
+    record = []
+    compiled = torch.compile(last, backend=lambda gm, ex: ind.compile_fx(gm, ex, codegen=codegen, record=record))
+    for n in (3, 8, 17):
+        x = torch.randn(n, n + 1)
+        _assert_matches(compiled(x), last(x))
+    assert [(kind, g.dynamic) for kind, g in record] == [("compiled", False), ("compiled", True)], record

@@ -649,7 +649,7 @@ def select(x: TensorValue, dim, index) -> TensorValue:
         layout = (buf, st[:dim] + st[dim + 1 :], off + index * st[dim])
     shape = x.shape[:dim] + x.shape[dim + 1 :]
     return TensorValue(
-        shape, x.dtype, lambda idx: x.fn(list(idx[:dim]) + [sympy.Integer(index)] + list(idx[dim:])), layout
+        shape, x.dtype, lambda idx: x.fn(list(idx[:dim]) + [sympy.sympify(index)] + list(idx[dim:])), layout
     )
 
 
