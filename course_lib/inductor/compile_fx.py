@@ -145,8 +145,7 @@ def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | Non
         t2 = time.perf_counter()
         kernels = [k for k in sched.kernels if k.kind == "kernel"]
         if codegen == "triton" and graph.dynamic and kernels:  # (extern calls alone take symbolic sizes)
-            # the Triton generator needs numbers where a symbol stands (Funnel on the H200: "Argument of
-            # Integer should be of numeric type, got s0 - 1"): compile each size that comes, when it comes
+            # the Triton generator needs numbers where a symbol stands: compile each size when it comes
             return SpecializingGraph(gm, graph, fusion)
         try:
             source, fns, pointer_args = BACKENDS[codegen](kernels, graph)
@@ -175,8 +174,8 @@ class SpecializingGraph:
     """A graph with size symbols for a code generator that compiles static sizes only (the course's
     Triton path): at each call, the graph compiled for these inputs' sizes, from a cache keyed by the
     sizes, or retraced by ``make_fx`` with them (no kernel runs while tracing) and compiled. Dynamo
-    still compiles one graph for every size; only the kernels are per size, as if ``dynamic=False``.
-    (Inductor's Triton kernels take the sizes as arguments instead: ``ks0`` and masks.)
+    keeps one graph for all sizes (no recompilation there); the kernels are compiled per size, as if
+    ``dynamic=False``. (Inductor's Triton kernels take the sizes as arguments instead: ``ks0``, masks.)
 
     Attributes of a :class:`CompiledGraph` come from the latest size compiled (after a first call).
     A size that fails to compile runs in eager, with the reason in the fallback report."""
