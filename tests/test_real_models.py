@@ -135,3 +135,21 @@ def test_fp32_rounding_floor_is_small_for_a_well_conditioned_model():
     backend is measured against before calling it a bug."""
     err, where = real_models.fp32_rounding("gpt2")
     assert 0 < err < 1e-4, (err, where)
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype"), [("gpt2", None), ("qwen3_moe", torch.bfloat16)], ids=["gpt2", "qwen3_moe-bf16"]
+)
+def test_every_compiled_graph_output_matches_aten(name, dtype):
+    """Every output of every graph the course compiles in a training step, saved activations included,
+    against the same graph run by aten's kernels: a wrong saved tensor the gradients happen to hide
+    (the recycled buffer under Qwen3-MoE's split views on CUDA) fails here."""
+    assert real_models.graph_mismatches(name, dtype, tol=1e-3 if dtype is None else 0.05) == []
+
+
+def test_graph_mismatches_sees_a_wrong_kernel(monkeypatch):
+    from course_lib.inductor.codegen import cpp
+
+    monkeypatch.setitem(cpp.CPP_RULES, "tanh", "std::sin({0})")  # GPT-2's GELU uses tanh
+    problems = real_models.graph_mismatches("gpt2")
+    assert problems and all("differs by" in p for p in problems), problems

@@ -474,6 +474,71 @@ def precision(name: str, dtype: torch.dtype = torch.bfloat16, backend="course_li
     return Precision(name, str(dtype).removeprefix("torch."), e, b, param, min(margins, default=math.inf))
 
 
+def graph_mismatches(name: str, dtype: torch.dtype | None = None, device: str = "cpu", tol: float = 1e-3) -> list[str]:
+    """One training step of model ``name`` through the course, every graph it compiles checked output
+    by output against the same FX graph run node by node with aten's kernels (``torch.fx.Interpreter``),
+    on the same inputs. Each call hands aten's outputs on, so one difference does not spread. Returns
+    a line per output that differs: a floating one by more than ``tol`` of its largest value, an
+    integer one at all. (On CUDA the memory-efficient attention returns its random seed and offset,
+    0-d integers that differ on every run: expect those two lines per attention there.)
+
+    The loss and gradients can hide a wrong saved activation (Qwen3-MoE on CUDA: the planner recycled
+    a buffer a ``split`` view still pointed into, and only some experts' gradients moved); this sees it.
+    """
+    import importlib
+
+    compile_fx = importlib.import_module("course_lib.inductor.compile_fx")  # the module, not the function
+    original, problems, count = compile_fx.compile_graph, [], [0]
+
+    def checked(gm, example_inputs, **kw):
+        compiled = original(gm, example_inputs, **kw)
+        number, count[0] = count[0], count[0] + 1
+        (out,) = [n for n in gm.graph.nodes if n.op == "output"]
+        names = [getattr(a, "name", str(a)) for a in out.args[0]]
+
+        def call(*inputs):
+            got = compiled(*inputs)
+            with torch.no_grad():
+                want = tuple(torch.fx.Interpreter(gm).run(*inputs))
+            for i, (a, b) in enumerate(zip(got, want, strict=True)):
+                if isinstance(a, torch.Tensor) and a.numel():
+                    where = f"graph {number}, output {i} ({names[i]}) {tuple(a.shape)} {a.dtype}"
+                    if not a.is_floating_point():
+                        if not torch.equal(a, b):
+                            problems.append(f"{where}: {int((a != b).sum())} elements differ")
+                    elif _rel(a, b) > tol:
+                        problems.append(f"{where}: differs by {_rel(a, b):.3g} of its largest value")
+            return want
+
+        return CheckedGraph(compiled, call)
+
+    compile_fx.compile_graph = checked
+    try:
+        if dtype is None:
+            compare(name, device=device)
+        else:
+            precision(name, dtype, device=device)
+    finally:
+        compile_fx.compile_graph = original
+    return problems
+
+
+class CheckedGraph:
+    """A compiled graph whose call is checked (attributes come from the compiled graph)."""
+
+    def __init__(self, compiled, call):
+        self._compiled, self._call = compiled, call
+
+    def __getattr__(self, name):
+        return getattr(self._compiled, name)
+
+    def __call__(self, *inputs):
+        return self._call(*inputs)
+
+    def call(self, args: list):  # the boxed call the torch.compile backend makes
+        return self._call(*args)
+
+
 def topk_margins(run: Callable[[], object]) -> list[float]:
     """Call ``run()`` and return, for every ``topk`` it dispatched, the smallest relative gap between
     the k-th value and the (k+1)-th (over the rows). A mixture-of-experts router picks experts with
