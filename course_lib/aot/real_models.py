@@ -475,52 +475,74 @@ def precision(name: str, dtype: torch.dtype = torch.bfloat16, backend="course_li
 
 
 def graph_mismatches(name: str, dtype: torch.dtype | None = None, device: str = "cpu", tol: float = 1e-3) -> list[str]:
-    """One training step of model ``name`` through the course, every graph it compiles checked output
-    by output against the same FX graph run node by node with aten's kernels (``torch.fx.Interpreter``),
-    on the same inputs. Each call hands aten's outputs on, so one difference does not spread. Returns
-    a line per output that differs: a floating one by more than ``tol`` of its largest value, an
-    integer one at all. (On CUDA the memory-efficient attention returns its random seed and offset,
-    0-d integers that differ on every run: expect those two lines per attention there.)
+    """One training step of model ``name`` through the course (:func:`compare`, or :func:`precision`
+    in ``dtype``), every graph it compiles checked by :func:`checking_graphs` against aten's kernels
+    (``against="eager"``).
+    Returns a line per output that differs.
 
     The loss and gradients can hide a wrong saved activation (Qwen3-MoE on CUDA: the planner recycled
     a buffer a ``split`` view still pointed into, and only some experts' gradients moved); this sees it.
     """
+    with checking_graphs(tol) as problems:
+        if dtype is None:
+            compare(name, device=device)
+        else:
+            precision(name, dtype, device=device)
+    return problems
+
+
+@contextlib.contextmanager
+def checking_graphs(tol: float = 1e-3, codegen: str | None = None, against: str = "eager"):
+    """While inside, every graph the course compiles is checked output by output, saved activations
+    included, on the inputs of each call; yields the list of lines it appends, one per output that
+    differs: a floating one by more than ``tol`` of its largest value (with the rows), an integer one
+    at all. ``codegen`` forces the course's code generator; ``against`` is the reference: ``eager``
+    (the same FX graph run node by node by ``torch.fx.Interpreter``: aten's kernels) or ``cpp`` (the course's C++
+    kernels). Each call hands the reference's outputs on, so one difference does not spread.
+    (On CUDA the memory-efficient attention returns its random seed and offset, 0-d integers that
+    differ on every run: expect those two lines per attention there.)"""
     import importlib
 
+    if against not in ("eager", "cpp"):
+        raise ValueError(f"against must be 'eager' or 'cpp', got {against!r}")
     compile_fx = importlib.import_module("course_lib.inductor.compile_fx")  # the module, not the function
     original, problems, count = compile_fx.compile_graph, [], [0]
 
     def checked(gm, example_inputs, **kw):
-        compiled = original(gm, example_inputs, **kw)
+        compiled = original(gm, example_inputs, **{**kw, **({"codegen": codegen} if codegen else {})})
+        if against == "cpp":
+            reference = original(gm, example_inputs, **{**kw, "codegen": "cpp"})
+        else:
+
+            def reference(*inputs):
+                with torch.no_grad():
+                    return tuple(torch.fx.Interpreter(gm).run(*inputs))
+
         number, count[0] = count[0], count[0] + 1
         (out,) = [n for n in gm.graph.nodes if n.op == "output"]
         names = [getattr(a, "name", str(a)) for a in out.args[0]]
 
         def call(*inputs):
-            got = compiled(*inputs)
-            with torch.no_grad():
-                want = tuple(torch.fx.Interpreter(gm).run(*inputs))
+            got, want = compiled(*inputs), reference(*inputs)
             for i, (a, b) in enumerate(zip(got, want, strict=True)):
                 if isinstance(a, torch.Tensor) and a.numel():
                     where = f"graph {number}, output {i} ({names[i]}) {tuple(a.shape)} {a.dtype}"
                     if not a.is_floating_point():
                         if not torch.equal(a, b):
                             problems.append(f"{where}: {int((a != b).sum())} elements differ")
-                    elif _rel(a, b) > tol:
-                        problems.append(f"{where}: differs by {_rel(a, b):.3g} of its largest value")
+                    elif (err := _rel(a, b)) > tol:
+                        far = (a.float() - b.float()).abs() > tol * float(b.float().abs().max())
+                        rows = far.reshape(a.shape[0] if a.dim() else 1, -1).any(1).nonzero().flatten().tolist()
+                        problems.append(f"{where}: differs by {err:.3g} of its largest value, rows {rows[:16]}")
             return want
 
         return CheckedGraph(compiled, call)
 
     compile_fx.compile_graph = checked
     try:
-        if dtype is None:
-            compare(name, device=device)
-        else:
-            precision(name, dtype, device=device)
+        yield problems
     finally:
         compile_fx.compile_graph = original
-    return problems
 
 
 class CheckedGraph:
