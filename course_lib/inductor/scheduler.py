@@ -542,7 +542,7 @@ def plan_memory(sched: Schedule) -> None:
     defined = {n: step for step, k in enumerate(sched.kernels) for n in k.nodes}
     recyclable = {b.name for b in graph.buffers if b.kind in ("pointwise", "reduction")} - outs
     for name, bases in viewed_storage(graph).items():
-        end = max(last_use.get(name, defined.get(name, -1)), defined.get(name, -1))
+        end = last_use.get(name, defined.get(name, -1))  # a view read by nobody lives to its own step
         for base in bases:
             last_use[base] = max(last_use.get(base, -1), end)
             if name in outs:
