@@ -3,7 +3,8 @@
 #   moe      mixture-of-experts models train in bf16 on CUDA through the course, strict (bench/gpu_moe_bf16.py)
 #   routing  Qwen3-MoE's top-k margins and error with routers x1 and x20 (bench/probe_moe_routing.py)
 #   grouped  the grouped_mm derivative rule against autograd on CUDA (bench/probe_grouped_mm.py)
-#   views    Swin and Funnel in float32 through the Triton kernels, strict (index simplification)
+#   views    Swin and Funnel in float32 through the Triton kernels, strict (index simplification; the second
+#            call's graph has a size symbol, compiled per size)
 #   tests    the GPU tests: half precision, fused attention (with the MoE test), the inductor tests
 # MODELS overrides the moe list; *_S the time limits.  bash bench/gpu_check.sh [section ...]
 set -u
@@ -19,10 +20,8 @@ for section in "${@:-moe routing grouped views tests}"; do
              2>&1 | grep -v arn | tail -3 ;;
       grouped) timeout ${GROUPED_S:-100} python3 bench/probe_grouped_mm.py 2>&1 | grep -v arn | tail -8 ;;
       views) COURSE_INDUCTOR_STRICT=1 timeout ${VIEW_S:-150} python3 -c "
-import torch._dynamo
 import course_lib.inductor
 from course_lib.aot import real_models as rm
-torch._dynamo.config.automatic_dynamic_shapes = False  # the Triton path compiles static sizes only
 for n in ('swin', 'funnel'):
     c = rm.compare(n, device='cuda'); print(n, 'ok' if c.ok() else 'FAIL', c)
 " 2>&1 | grep -v "arn" | tail -4 | cut -c1-400 ;;
