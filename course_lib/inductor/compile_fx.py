@@ -139,14 +139,15 @@ def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | Non
         raise Unsupported("C++ kernels need CPU tensors")
     graph = lower(gm, example_inputs, size_guards, hints)
     t1 = time.perf_counter()
+    if codegen == "triton" and graph.dynamic and any(b.kind in ("pointwise", "reduction") for b in graph.buffers):
+        # the Triton generator needs numbers where a symbol stands: compile each size when it comes
+        # (a graph of extern calls alone has no kernel to generate and takes symbolic sizes as it is)
+        return SpecializingGraph(gm, graph, fusion)
     apart: frozenset = frozenset()
     for attempt in range(REFUSION_ATTEMPTS + 1):
         sched = schedule_graph(graph, fusion, apart)
         t2 = time.perf_counter()
         kernels = [k for k in sched.kernels if k.kind == "kernel"]
-        if codegen == "triton" and graph.dynamic and kernels:  # (extern calls alone take symbolic sizes)
-            # the Triton generator needs numbers where a symbol stands: compile each size when it comes
-            return SpecializingGraph(gm, graph, fusion)
         try:
             source, fns, pointer_args = BACKENDS[codegen](kernels, graph)
             break
