@@ -72,7 +72,9 @@ def batch_norm_functional(x: Tensor, weight: Tensor | None, bias: Tensor | None,
         centred = aten.sub.Tensor(x, mean)
         new_mean, new_var = running_mean, running_var
     out = _scale_shift(aten.mul.Tensor(centred, rstd), weight, bias)
-    return out, aten.view.default(mean, [x.shape[1]]), aten.view.default(rstd, [x.shape[1]]), new_mean, new_var
+    if not training and x.device.type == "cpu":  # eager's CPU kernel saves nothing in eval mode (CUDA's saves these)
+        mean = rstd = aten.expand.default(aten.scalar_tensor.default(0.0, dtype=x.dtype, device=x.device), [0])
+    return out, aten.view.default(mean, [-1]), aten.view.default(rstd, [-1]), new_mean, new_var
 
 
 @register(aten._native_batch_norm_legit.no_stats)
@@ -231,7 +233,7 @@ def index(x: Tensor, indices: list) -> Tensor:
     and index tensors on dims that are not next to each other stay an op.
     """
     used = [d for d, i in enumerate(indices) if i is not None]
-    if not used or used != list(range(used[0], used[-1] + 1)):
+    if len(indices) > x.dim() or not used or used != list(range(used[0], used[-1] + 1)):
         return NotImplemented
     if any(indices[d].dtype not in (torch.int64, torch.int32) for d in used):
         return NotImplemented
@@ -293,8 +295,10 @@ def _iota(n: int, like: Tensor, start: int = 0, step: int = 1) -> Tensor:
 
 @register(aten.index_select.default)
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
-    """``x.index_select(dim, index)``: advanced indexing on one dim."""
-    return aten.index.Tensor(x, [None] * (dim % max(x.dim(), 1)) + [index])
+    """``x.index_select(dim, index)``: advanced indexing on one dim (a 0-d ``x`` as one element)."""
+    if x.dim() == 0:
+        return aten.view.default(aten.index.Tensor(aten.view.default(x, [1]), [index]), [])
+    return aten.index.Tensor(x, [None] * (dim % x.dim()) + [index])
 
 
 @register(aten.flip.default)
@@ -314,6 +318,8 @@ def roll(x: Tensor, shifts: list[int], dims: list[int] = ()) -> Tensor:
     for s, d in zip(shifts, dims):
         d %= x.dim()
         n = x.shape[d]
+        if n == 0:  # nothing to move
+            continue
         s %= n
         if s:
             x = aten.cat.default([aten.slice.Tensor(x, d, n - s, n), aten.slice.Tensor(x, d, 0, n - s)], d)

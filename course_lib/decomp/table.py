@@ -87,8 +87,10 @@ def _dims(x: Tensor, dim: int | Sequence[int] | None) -> list[int]:
     """Normalise a reduction's ``dim`` argument to a sorted list of non-negative axes."""
     if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
         return list(range(x.dim()))
+    if x.dim() == 0:  # a 0-d tensor's dim 0 (or -1) is the tensor itself
+        return []
     dims = [dim] if isinstance(dim, int) else list(dim)
-    return sorted(d % max(x.dim(), 1) for d in dims)
+    return sorted(d % x.dim() for d in dims)
 
 
 def _count(x: Tensor, dims: list[int]) -> int:
@@ -144,6 +146,23 @@ def _promoted(*args, **kwargs) -> tuple:
 pointwise_in_float32 = in_float32(out_dtypes=_promoted)
 
 
+def int_to_float(fn: Callable) -> Callable:
+    """Decorator: integer and bool tensors enter as float32, for an op whose result is a float
+    whatever its input (sigmoid, sinh, logsumexp...: torch's INT_TO_FLOAT type promotion).
+    Written on the integers the decomposition would compute wrong values, not just another dtype:
+    ``-x`` of a uint8 wraps (sigmoid(5) became 1 / (1 + exp(251))), and a bool has no ``-x``."""
+
+    def up(a):
+        floating = not isinstance(a, Tensor) or a.dtype.is_floating_point or a.dtype.is_complex
+        return a if floating else aten._to_copy.default(a, dtype=torch.get_default_dtype())
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        return fn(*map(up, args), **{k: up(v) for k, v in kwargs.items()})
+
+    return wrapped
+
+
 def _scalar(value: float, like: Tensor) -> Tensor:
     """A 0-d tensor (broadcasts anywhere) with ``like``'s dtype and device."""
     return aten.scalar_tensor.default(value, dtype=like.dtype, device=like.device)
@@ -162,6 +181,7 @@ def relu(x: Tensor) -> Tensor:
 
 
 @register(aten.sigmoid.default)
+@int_to_float
 @pointwise_in_float32
 def sigmoid(x: Tensor) -> Tensor:
     return aten.div.Tensor(_scalar(1.0, x), aten.add.Tensor(aten.exp.default(aten.neg.default(x)), 1.0))
@@ -228,6 +248,7 @@ def mish(x: Tensor) -> Tensor:
 
 
 @register(aten.logit.default)
+@int_to_float
 @pointwise_in_float32
 def logit(x: Tensor, eps: float | None = None) -> Tensor:
     if eps is not None:
@@ -265,11 +286,14 @@ def _log_softmax(x: Tensor, dim: int) -> Tensor:
 
 
 @register(aten.logsumexp.default)
+@int_to_float
 @in_float32
 def logsumexp(x: Tensor, dim: list[int], keepdim: bool = False) -> Tensor:
     m = aten.amax.default(x, dim, True)
     s = aten.log.default(aten.sum.dim_IntList(aten.exp.default(aten.sub.Tensor(x, m)), dim, True))
-    out = aten.add.Tensor(s, m)
+    # an infinite maximum is the answer: a row of -inf gives -inf, a row holding +inf gives +inf,
+    # where x - m is inf - inf = NaN (torch's logsumexp shifts those rows by 0 instead)
+    out = aten.where.self(aten.eq.Scalar(aten.abs.default(m), float("inf")), m, aten.add.Tensor(s, m))
     return out if keepdim else aten.squeeze.dims(out, dim)
 
 
@@ -298,6 +322,8 @@ def abs_(x: Tensor) -> Tensor:
 
 @register(aten.sign.default)
 def sign(x: Tensor) -> Tensor:
+    if x.dtype == torch.bool:  # True is positive: the sign of a bool is itself (and bools cannot subtract)
+        return aten._to_copy.default(x, dtype=torch.bool)
     pos = aten._to_copy.default(aten.gt.Scalar(x, 0), dtype=x.dtype)
     neg = aten._to_copy.default(aten.lt.Scalar(x, 0), dtype=x.dtype)
     return aten.sub.Tensor(pos, neg)
@@ -317,10 +343,10 @@ def clamp_tensor(x: Tensor, min: Tensor | None = None, max: Tensor | None = None
     """Bounds that are tensors (T5 in float16 clamps its activations to ``finfo.max - 1000``, a
     0-d tensor). ``where`` rather than ``maximum``/``minimum``: at a tie ``x`` keeps the whole
     gradient, as torch's ``clamp_backward`` gives it, where ``maximum``'s rule would split it."""
-    if min is not None:
-        x = aten.where.self(aten.lt.Tensor(x, min), min, x)
+    if min is not None:  # a NaN bound gives NaN, as in eager (x < NaN is false)
+        x = aten.where.self(aten.logical_or.default(aten.lt.Tensor(x, min), aten.ne.Tensor(min, min)), min, x)
     if max is not None:
-        x = aten.where.self(aten.gt.Tensor(x, max), max, x)
+        x = aten.where.self(aten.logical_or.default(aten.gt.Tensor(x, max), aten.ne.Tensor(max, max)), max, x)
     return x
 
 
@@ -335,42 +361,49 @@ def clamp_max(x: Tensor, max: float) -> Tensor:
 
 
 @register(aten.expm1.default)
+@int_to_float
 @pointwise_in_float32
 def expm1(x: Tensor) -> Tensor:
     return aten.sub.Tensor(aten.exp.default(x), 1.0)  # loses precision near 0; torch keeps expm1
 
 
 @register(aten.log1p.default)
+@int_to_float
 @pointwise_in_float32
 def log1p(x: Tensor) -> Tensor:
     return aten.log.default(aten.add.Tensor(x, 1.0))
 
 
 @register(aten.log2.default)
+@int_to_float
 @pointwise_in_float32
 def log2(x: Tensor) -> Tensor:
     return aten.mul.Tensor(aten.log.default(x), 1.0 / math.log(2.0))
 
 
 @register(aten.exp2.default)
+@int_to_float
 @pointwise_in_float32
 def exp2(x: Tensor) -> Tensor:
     return aten.exp.default(aten.mul.Tensor(x, math.log(2.0)))
 
 
 @register(aten.sinh.default)
+@int_to_float
 @pointwise_in_float32
 def sinh(x: Tensor) -> Tensor:
     return aten.mul.Tensor(aten.sub.Tensor(aten.exp.default(x), aten.exp.default(aten.neg.default(x))), 0.5)
 
 
 @register(aten.cosh.default)
+@int_to_float
 @pointwise_in_float32
 def cosh(x: Tensor) -> Tensor:
     return aten.mul.Tensor(aten.add.Tensor(aten.exp.default(x), aten.exp.default(aten.neg.default(x))), 0.5)
 
 
 @register(aten.tan.default)
+@int_to_float
 @pointwise_in_float32
 def tan(x: Tensor) -> Tensor:
     return aten.div.Tensor(aten.sin.default(x), aten.cos.default(x))
@@ -401,6 +434,7 @@ def hypot(x: Tensor, y: Tensor) -> Tensor:
 
 
 @register(aten.xlogy.Tensor)
+@int_to_float
 @pointwise_in_float32
 def xlogy(x: Tensor, y: Tensor) -> Tensor:
     return aten.where.self(aten.eq.Scalar(x, 0), _zeros_like(x), aten.mul.Tensor(x, aten.log.default(y)))
@@ -485,6 +519,11 @@ def var(x: Tensor, dim: list[int] | None = None, *, correction: float | None = N
 
 @register(aten.amin.default)
 def amin(x: Tensor, dim: list[int] = (), keepdim: bool = False) -> Tensor:
+    """min(x) = -max(-x) holds for floats only: an unsigned -x wraps (uint8: -0 is 0, -5 is 251), a
+    signed one overflows at the type's minimum (int8: -(-128) is -128), and a bool has no -x.
+    Integers keep ``amin``, which has no gradient and which code generators reduce directly."""
+    if not x.dtype.is_floating_point:
+        return NotImplemented
     return aten.neg.default(aten.amax.default(aten.neg.default(x), dim, keepdim))
 
 
@@ -510,7 +549,7 @@ def native_layer_norm(x: Tensor, normalized_shape: list[int], weight: Tensor | N
 
 @register(aten.t.default)
 def t(x: Tensor) -> Tensor:
-    return x if x.dim() < 2 else aten.permute.default(x, [1, 0])
+    return aten.view.default(x, list(x.shape)) if x.dim() < 2 else aten.permute.default(x, [1, 0])  # a view, never x
 
 
 @register(aten.transpose.int)
@@ -570,7 +609,8 @@ def mv(a: Tensor, v: Tensor) -> Tensor:
 
 @register(aten.dot.default)
 def dot(a: Tensor, b: Tensor) -> Tensor:
-    return aten.sum.dim_IntList(aten.mul.Tensor(a, b), [0])
+    out = aten.sum.dim_IntList(aten.mul.Tensor(a, b), [0])  # an integer sum is int64; dot keeps int32, int8
+    return out if out.dtype == a.dtype else aten._to_copy.default(out, dtype=a.dtype)
 
 
 @register(aten.baddbmm.default)

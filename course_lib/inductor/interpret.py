@@ -33,7 +33,7 @@ NUMPY_RULES = {
     "reciprocal": lambda a: 1 / a, "sin": np.sin, "cos": np.cos, "log1p": np.log1p, "expm1": np.expm1,
     "floor": np.floor, "ceil": np.ceil, "maximum": np.maximum, "minimum": np.minimum, "pow": np.power,
     "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal,
-    "logical_not": np.logical_not, "logical_and": np.logical_and, "logical_or": np.logical_or,
+    "logical_not": np.logical_not, "logical_and": np.logical_and, "logical_or": np.logical_or, "bitwise_not": np.invert,
     "where": np.where, "fma": lambda a, b, c: a * b + c,
 }  # fmt: skip
 NUMPY_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}

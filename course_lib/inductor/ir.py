@@ -98,7 +98,7 @@ ARITY = {
     "lt": 2, "le": 2, "gt": 2, "ge": 2, "eq": 2, "ne": 2, "logical_and": 2, "logical_or": 2,
     "neg": 1, "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "erf": 1, "sigmoid": 1,
     "relu": 1, "abs": 1, "reciprocal": 1, "sin": 1, "cos": 1, "log1p": 1, "expm1": 1,
-    "logical_not": 1, "floor": 1, "ceil": 1, "to_dtype": 1, "where": 3, "fma": 3,
+    "logical_not": 1, "bitwise_not": 1, "floor": 1, "ceil": 1, "to_dtype": 1, "where": 3, "fma": 3,
 }  # fmt: skip
 
 FLOAT_DTYPES = ("float32", "float64")

@@ -777,6 +777,7 @@ def make_pointwise(op: str, compute: str = "out"):
         out_dtype = dtype_name(node.meta["val"].dtype)
         # half-precision results are computed in float32, their Python scalars too (eager's "opmath")
         cdt = compute_dtype(out_dtype) if compute == "out" else _compute_dtype(args)
+        kind = BOOL_OPS.get(op, op) if cdt == "bool" else op
         shape = broadcast_shapes(*[a.shape for a in args if isinstance(a, TensorValue)])
         fns = [broadcast_fn(a, shape) for a in args]
 
@@ -785,7 +786,7 @@ def make_pointwise(op: str, compute: str = "out"):
             vals = [cast(v, cdt) for v in vals]
             if alpha is not None and alpha != 1:
                 vals[1] = Op("mul", (vals[1], Const(alpha, cdt)), cdt)
-            return Op(op, tuple(vals), out_dtype if compute == "promote" else cdt)
+            return Op(kind, tuple(vals), out_dtype if compute == "promote" else cdt)
 
         return ctx.pointwise(shape, out_dtype, fn, origin=node.name)
 
@@ -1003,8 +1004,12 @@ _POINTWISE = {
     "neg": "neg", "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "tanh": "tanh", "erf": "erf",
     "sigmoid": "sigmoid", "relu": "relu", "abs": "abs", "reciprocal": "reciprocal", "sin": "sin", "cos": "cos",
     "log1p": "log1p", "expm1": "expm1", "floor": "floor", "ceil": "ceil", "logical_not": "logical_not",
-    "logical_and": "logical_and", "logical_or": "logical_or", "bitwise_not": "logical_not",
+    "logical_and": "logical_and", "logical_or": "logical_or", "bitwise_not": "bitwise_not",
 }  # fmt: skip
+#: what an arithmetic op means on bools (eager: True + True is True, ~True is False). C++ would
+#: store 1 + 1 back into a bool as true, but Triton's int1 wraps it to 0 and its ~ flips 31 more bits.
+BOOL_OPS = {"add": "logical_or", "mul": "logical_and", "maximum": "logical_or", "minimum": "logical_and",
+            "bitwise_not": "logical_not"}  # fmt: skip
 _COMPARE = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
 
 #: ATen overload name -> lowering (``torch/_inductor/lowering.py``'s ``lowerings`` dict).

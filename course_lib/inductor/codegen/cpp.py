@@ -47,9 +47,9 @@ CPP_RULES = {
     "sigmoid": "({t})1 / (({t})1 + std::exp(-{0}))", "relu": "std::max({0}, ({t})0)",
     "abs": "std::abs({0})", "reciprocal": "({t})1 / {0}", "sin": "std::sin({0})", "cos": "std::cos({0})",
     "log1p": "std::log1p({0})", "expm1": "std::expm1({0})", "floor": "std::floor({0})", "ceil": "std::ceil({0})",
-    "maximum": "std::max({0}, {1})", "minimum": "std::min({0}, {1})", "pow": "std::pow({0}, {1})",
+    "maximum": "max_keep_nan({0}, {1})", "minimum": "min_keep_nan({0}, {1})", "pow": "std::pow({0}, {1})",
     "lt": "{0} < {1}", "le": "{0} <= {1}", "gt": "{0} > {1}", "ge": "{0} >= {1}", "eq": "{0} == {1}", "ne": "{0} != {1}",
-    "logical_not": "!{0}", "logical_and": "{0} && {1}", "logical_or": "{0} || {1}",
+    "logical_not": "!{0}", "logical_and": "{0} && {1}", "logical_or": "{0} || {1}", "bitwise_not": "~{0}",
     "where": "{0} ? {1} : {2}", "fma": "std::fma({0}, {1}, {2})", "to_dtype": "static_cast<{t}>({0})",
 }  # fmt: skip
 
@@ -61,10 +61,13 @@ REDUCTION_INIT = {
 REDUCTION_INIT_INT = {"sum": "0", "max": "std::numeric_limits<{t}>::lowest()", "min": "std::numeric_limits<{t}>::max()"}
 REDUCTION_COMBINE = {
     "sum": "{acc} = {acc} + {v};",
-    "max": "{acc} = std::max({acc}, {v});",
-    "min": "{acc} = std::min({acc}, {v});",
+    "max": "{acc} = max_keep_nan({acc}, {v});",
+    "min": "{acc} = min_keep_nan({acc}, {v});",
 }
+#: ``omp simd``/``parallel`` reduction clause per reduction; a float max or min combines the lanes'
+#: (or threads') values with the header's ``max_keep_nan``, the built-in ``max`` would drop a NaN
 OMP_REDUCTION = {"sum": "+", "max": "max", "min": "min"}
+OMP_REDUCTION_FLOAT = {**OMP_REDUCTION, "max": "max_keep_nan", "min": "min_keep_nan"}
 
 HEADER = """#include <cmath>
 #include <cstdint>
@@ -118,6 +121,21 @@ static inline uint16_t course_float_to_f16(float f) {
   uint32_t finite = course_select(u < (113u << 23), subnormal, normal);
   return uint16_t(course_select(u >= (143u << 23), inf_nan, finite) | (sign >> 16));
 }
+#endif
+
+// torch.maximum, torch.minimum, amax and amin give NaN where any input is NaN. std::max does not
+// (std::max(1.0f, NAN) is 1), nor does OpenMP's built-in max reduction: its vector maximum keeps
+// one operand when the other is NaN. These keep the NaN, and so does the reduction declared with
+// them, which combines the loop's vector lanes or threads (ATen's vec::maximum; Inductor's
+// max_propagate_nan). For an integer `a != a` is false and this is the plain maximum.
+#ifndef COURSE_NAN
+#define COURSE_NAN
+template <typename T> static inline T max_keep_nan(T a, T b) { return (a > b || a != a) ? a : b; }
+template <typename T> static inline T min_keep_nan(T a, T b) { return (a < b || a != a) ? a : b; }
+#pragma omp declare reduction(max_keep_nan : float, double : omp_out = max_keep_nan(omp_out, omp_in)) \
+    initializer(omp_priv = omp_orig)
+#pragma omp declare reduction(min_keep_nan : float, double : omp_out = min_keep_nan(omp_out, omp_in)) \
+    initializer(omp_priv = omp_orig)
 #endif
 """
 
@@ -403,8 +421,9 @@ class CppKernel(Kernel):
                 head.append(f"{CTYPE[dtype]} {target} = 0;")
                 tail.append(REDUCTION_COMBINE["sum"].format(acc=acc, v=target))
             inner.lines.append(REDUCTION_COMBINE[rtype].format(acc=target, v=v))
-            clauses.setdefault(OMP_REDUCTION[rtype], []).append(acc)
-            block_clauses.setdefault(OMP_REDUCTION[rtype], []).append(target)
+            omp = OMP_REDUCTION_FLOAT if dtype in ("float32", "float64") else OMP_REDUCTION
+            clauses.setdefault(omp[rtype], []).append(acc)
+            block_clauses.setdefault(omp[rtype], []).append(target)
         for buf, index, expr, _dtype in phase.stores:
             v = self.emit(expr, outer, inner)
             target = inner if index.free_symbols & self.inner_syms or not inner_sizes else outer

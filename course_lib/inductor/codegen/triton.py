@@ -52,12 +52,14 @@ TRITON_RULES = {
     "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "truediv": "{0} / {1}",
     "neg": "-{0}", "exp": "tl.exp({0})", "log": "tl.log({0})", "sqrt": "tl.sqrt({0})",
     "rsqrt": "tl.rsqrt({0})", "tanh": "2 * tl.sigmoid(2 * {0}) - 1", "erf": "tl.erf({0})",
-    "sigmoid": "tl.sigmoid({0})", "relu": "tl.maximum({0}, 0)", "abs": "tl.abs({0})",
+    "sigmoid": "tl.sigmoid({0})", "relu": "tl.maximum({0}, 0, propagate_nan=tl.PropagateNan.ALL)",
+    "abs": "tl.abs({0})",
     "reciprocal": "1 / {0}", "sin": "tl.sin({0})", "cos": "tl.cos({0})", "log1p": "tl.log(1 + {0})",
     "expm1": "tl.exp({0}) - 1", "floor": "tl.floor({0})", "ceil": "tl.ceil({0})",
-    "maximum": "tl.maximum({0}, {1})", "minimum": "tl.minimum({0}, {1})",
+    "maximum": "tl.maximum({0}, {1}, propagate_nan=tl.PropagateNan.ALL)",  # NaN in, NaN out: see NAN_REDUCE
+    "minimum": "tl.minimum({0}, {1}, propagate_nan=tl.PropagateNan.ALL)",
     "lt": "{0} < {1}", "le": "{0} <= {1}", "gt": "{0} > {1}", "ge": "{0} >= {1}", "eq": "{0} == {1}", "ne": "{0} != {1}",
-    "logical_not": "{0} == 0", "logical_and": "{0} & {1}", "logical_or": "{0} | {1}",
+    "logical_not": "{0} == 0", "logical_and": "{0} & {1}", "logical_or": "{0} | {1}", "bitwise_not": "~{0}",
     "where": "tl.where({0}, {1}, {2})", "fma": "tl.fma({0}, {1}, {2})", "to_dtype": "{0}.to({t})",
 }  # fmt: skip
 
@@ -72,10 +74,52 @@ POW_SPECIAL = {
     -0.5: "tl.rsqrt({0})",
 }
 
-TRITON_REDUCE = {"sum": "tl.sum({0}, 1)[:, None]", "max": "tl.max({0}, 1)[:, None]", "min": "tl.min({0}, 1)[:, None]"}
-TRITON_COMBINE = {"sum": "{0} + {1}", "max": "tl.maximum({0}, {1})", "min": "tl.minimum({0}, {1})"}
+TRITON_COMBINE = {"sum": "{0} + {1}", "max": TRITON_RULES["maximum"], "min": TRITON_RULES["minimum"]}
 TRITON_INIT = {"sum": "0", "max": 'float("-inf")', "min": 'float("inf")'}
-TRITON_REDUCE_ALL = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}  # over every axis: a scalar
+
+
+def reduction_init(rtype: str, dtype: str) -> str:
+    """What a masked lane holds in a reduction: nothing moves a sum, max or min. An integer max starts
+    at its type's lowest value: ``float("-inf")`` would turn the ``tl.where`` around it into float32,
+    which holds integers exactly only up to 2**24."""
+    if rtype == "sum" or dtype in FLOATING:
+        return TRITON_INIT[rtype]
+    if dtype == "bool":
+        return "0" if rtype == "max" else "1"
+    bits, signed = int(dtype.lstrip("uint")), not dtype.startswith("u")
+    lowest, highest = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
+    return str(lowest if rtype == "max" else highest)
+
+
+# torch.maximum, amax and their min twins give NaN where an input is NaN. tl.maximum's default
+# (PropagateNan.NONE, PTX max.f32) returns the other operand, and so does tl.max, which reduces with
+# it; ALL is max.NaN.f32, one instruction too. A float max or min reduction therefore reduces with a
+# helper of the module (Inductor's triton_helpers.max2 reduces with its NaN-keeping maximum);
+# integers keep tl.max, which widens narrow types first.
+NAN_REDUCE = {"max": "max_keep_nan", "min": "min_keep_nan"}
+KEEP_NAN_HELPERS = """@triton.jit
+def max_keep_nan(a, b):
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def min_keep_nan(a, b):
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+"""
+
+
+def reduce_all(rtype: str, dtype: str) -> str:
+    """A reduction of a whole tile to a scalar, as a format of the tile ({0})."""
+    if rtype in NAN_REDUCE and dtype in FLOATING:
+        return f"tl.reduce({{0}}, None, {NAN_REDUCE[rtype]})"
+    return f"tl.{rtype}({{0}})"
+
+
+def reduce_rows(rtype: str, dtype: str) -> str:
+    """A reduction of a ``[XBLOCK, R]`` tile along its rows, kept two-dimensional (``[XBLOCK, 1]``)."""
+    if rtype in NAN_REDUCE and dtype in FLOATING:
+        return f"tl.reduce({{0}}, 1, {NAN_REDUCE[rtype]})[:, None]"
+    return f"tl.{rtype}({{0}}, 1)[:, None]"
 
 
 def pow_rule(expr) -> str:
@@ -93,7 +137,9 @@ def pow_rule(expr) -> str:
     mag = "tl.exp2({1} * tl.log2(tl.abs({0})))"
     if float(c).is_integer():
         return f"tl.where({{0}} < 0, -{mag}, {mag})" if int(c) % 2 else mag
-    return "tl.exp2({1} * tl.log2({0}))"
+    # a negative base gives NaN, as pow does, except -inf: (-inf) ** 2.5 is inf, (-inf) ** -2.5 is 0
+    at_minus_inf = 'float("inf")' if c > 0 else "0.0"
+    return f'tl.where({{0}} == float("-inf"), {at_minus_inf}, tl.exp2({{1}} * tl.log2({{0}})))'
 
 
 # Reduction tiling, chosen from a sweep on the H200 (bench/notes/gpu_reductions.md; rows of 4096 float32):
@@ -548,10 +594,10 @@ class TritonKernel(Kernel):
             part.lines.append(f"tl.store({ws} + tl.program_id(0) + 0 * xindex, {self.accs[buf]}, xmask)")
         final = Scope()
         final.lines += start + ["sindex = tl.arange(0, NSPLIT)[None, :]"]
-        for buf, rtype, _, _ in self.phases[0].reductions:
+        for buf, rtype, _, dtype in self.phases[0].reductions:
             acc, ws = self.accs[buf], self.ws[buf][0]
             final.lines += [f"{acc}_part = tl.load({ws} + sindex + 0 * xindex)",
-                            f"{acc} = {TRITON_REDUCE[rtype].format(acc + '_part')}"]  # fmt: skip
+                            f"{acc} = {reduce_rows(rtype, dtype).format(acc + '_part')}"]  # fmt: skip
         for buf, index, expr, _ in self.plan.outer_stores:
             v = self.emit(expr, final, final, "xmask", "xmask")
             final.lines.append(f"tl.store({self.ptrs[buf]} + {tile_index(index)}, {v}, xmask)")
@@ -564,12 +610,12 @@ class TritonKernel(Kernel):
         """Emit into ``scope`` this part's partial statistics of one row (its values are the loads
         ``scope`` sees). Returns the partials in workspace order, as ``(name, value a missing part
         publishes)``, and how each reduction merges them: ``(WelfordPair | OnlineSoftmaxPair |
-        (buf, rtype), the merged tiles' names)``."""
+        (buf, rtype, dtype), the merged tiles' names)``."""
         stats = self.phases[0]
         mask = "xmask & rmask"
         published, merges = [], []
         pairs = {pair.total: pair for pair in self.welford.get(0, [])}
-        for buf, rtype, expr, _ in stats.reductions:
+        for buf, rtype, expr, dtype in stats.reductions:
             v = self.emit(expr, scope, scope, mask, "xmask")
             acc, pair = self.acc_name(buf), pairs.get(buf)
             if isinstance(pair, WelfordPair):  # this part's mean, M2 and count
@@ -589,9 +635,10 @@ class TritonKernel(Kernel):
                 merges.append((pair, [f"os_{acc}_max", f"os_{acc}_sum"]))
             else:
                 part = f"{acc}_part"
-                scope.lines.append(f"{part} = {TRITON_REDUCE_ALL[rtype]}(tl.where({mask}, {v}, {TRITON_INIT[rtype]}))")
-                published.append((part, TRITON_INIT[rtype]))
-                merges.append(((buf, rtype), [f"{acc}_tile"]))
+                masked = f"tl.where({mask}, {v}, {reduction_init(rtype, dtype)})"
+                scope.lines.append(f"{part} = {reduce_all(rtype, dtype).format(masked)}")
+                published.append((part, reduction_init(rtype, dtype)))
+                merges.append(((buf, rtype, dtype), [f"{acc}_tile"]))
         return published, merges
 
     @staticmethod
@@ -688,9 +735,9 @@ class TritonKernel(Kernel):
             elif isinstance(what, OnlineSoftmaxPair):
                 self.online_softmax_finish(what, body, scalar=True)
             else:
-                buf, rtype = what
+                buf, rtype, dtype = what
                 acc = self.acc_name(buf)
-                body.lines.append(f"{acc} = {TRITON_REDUCE_ALL[rtype]}({acc}_tile)")
+                body.lines.append(f"{acc} = {reduce_all(rtype, dtype).format(acc + '_tile')}")
                 self.accs[buf] = acc
         self.phase(out, body, body, looped=False)
         for buf, index, expr, _ in self.plan.outer_stores:  # one value a row: written by part 0
@@ -711,9 +758,9 @@ class TritonKernel(Kernel):
             for buf, rtype, expr, _dtype in phase.reductions:
                 v = self.emit(expr, outer, shared, mask, "xmask")
                 masked = self.tmp()
-                shared.lines.append(f"{masked} = tl.where({mask}, {v}, {TRITON_INIT[rtype]})")
+                shared.lines.append(f"{masked} = tl.where({mask}, {v}, {reduction_init(rtype, _dtype)})")
                 acc = self.acc_name(buf)
-                shared.lines.append(f"{acc} = {TRITON_REDUCE[rtype].format(masked)}")
+                shared.lines.append(f"{acc} = {reduce_rows(rtype, _dtype).format(masked)}")
                 self.accs[buf] = acc
             for buf, index, expr, _ in phase.stores:
                 v = self.emit(expr, outer, shared, mask, "xmask")
@@ -731,7 +778,9 @@ class TritonKernel(Kernel):
                 update(pair, outer, inner, mask)
                 continue
             acc = self.acc_name(buf)
-            outer.lines.append(f"{acc}_tile = tl.full([XBLOCK, RBLOCK], {TRITON_INIT[rtype]}, {TL_DTYPE[dtype]})")
+            outer.lines.append(
+                f"{acc}_tile = tl.full([XBLOCK, RBLOCK], {reduction_init(rtype, dtype)}, {TL_DTYPE[dtype]})"
+            )
             v = self.emit(expr, outer, inner, mask, "xmask")
             inner.lines.append(
                 f"{acc}_tile = tl.where({mask}, {TRITON_COMBINE[rtype].format(acc + '_tile', v)}, {acc}_tile)"
@@ -747,14 +796,14 @@ class TritonKernel(Kernel):
         body += self.decompose_lines("rindex", inner_sizes, rs) + inner.lines
         outer.lines.append(f"for roffset in range(0, {'RCHUNK' if rstart else 'rnumel'}, RBLOCK):")
         outer.lines += ["    " + ln for ln in body]
-        for buf, rtype, _, _ in phase.reductions:
+        for buf, rtype, _, dtype in phase.reductions:
             if buf in by_total:
                 pair = by_total[buf]
                 finish = self.welford_finish if isinstance(pair, WelfordPair) else self.online_softmax_finish
                 finish(pair, outer)
                 continue
             acc = self.acc_name(buf)
-            outer.lines.append(f"{acc} = {TRITON_REDUCE[rtype].format(acc + '_tile')}")
+            outer.lines.append(f"{acc} = {reduce_rows(rtype, dtype).format(acc + '_tile')}")
             self.accs[buf] = acc
 
     def welford_update(self, w: WelfordPair, outer: Scope, inner: Scope, mask: str) -> None:
@@ -917,6 +966,8 @@ def module_source(kernels, persistent_rnumel: int | None = None, row_split: bool
         if same != k.name:  # a repeated block (12 identical layers): one function, compiled once
             src = "\n".join(f"{n} = {n.replace(k.name, same, 1)}  # the same kernel as {same}" for n, _ in tk.stages())
         body += [src, "", tk.launcher(), ""]
+        if any(name in src for name in NAN_REDUCE.values()) and KEEP_NAN_HELPERS not in parts:
+            parts += [KEEP_NAN_HELPERS]
         kinds = {type(pair) for pairs in tk.welford.values() for pair in pairs}
         for kind, helper in ((WelfordPair, WELFORD_COMBINE), (OnlineSoftmaxPair, ONLINE_SOFTMAX_COMBINE)):
             if kind in kinds and helper not in parts:
