@@ -23,7 +23,7 @@ import torch
 import course_lib.inductor as ind
 from course_lib import compat, decomp
 
-CODEGENS = ["cpp", "triton"]  # Triton runs in its interpreter without a GPU (course_lib.env)
+CODEGENS = ["cpp", "triton"]  # Triton runs on a GPU where there is one, else in its interpreter (course_lib.env)
 NAN, INF = float("nan"), float("inf")
 
 
@@ -33,7 +33,9 @@ def _compiled(fn, *args, codegen):
 
 
 def _check(fn, *args, codegen, exact=True):
-    """The compiled graph's outputs equal eager's: same dtype, NaN where eager has NaN."""
+    """The compiled graph's outputs equal eager's (on the same device): same dtype, NaN where eager has NaN."""
+    if codegen == "triton" and torch.cuda.is_available():
+        args = [a.cuda() for a in args]
     got = _compiled(fn, *args, codegen=codegen)(*args)
     want = fn(*args)
     want = want if isinstance(want, tuple) else (want,)
