@@ -15,6 +15,9 @@ runs float32's first sample) and by a sweep of edge values; each case failed bef
 * ``sigmoid``, ``sinh``, ``cosh``, ``logit``, ``logsumexp``... of a uint8 or bool: the
   decompositions negated the integer before converting it (uint8 ``-5`` is 251).
 * ``(-inf) ** 2.5`` is inf; the Triton rule ``exp2(c * log2(x))`` gave NaN.
+* An integer ``dot`` came back int64 (its sum's type), an integer ``baddbmm`` with ``beta=0.2`` float32.
+* Triton's integer max started at ``float("-inf")``, which made the tile float32: int32 and int64
+  values beyond 2**24 were rounded.
 """
 
 import pytest
@@ -133,6 +136,9 @@ def test_fractional_power_of_minus_infinity(codegen):
     _check(lambda x: (x**2.5, x**-1.5, x**3.0), x, codegen=codegen, exact=False)
 
 
-def test_integer_dot_keeps_its_dtype():
+def test_integer_products_keep_their_dtype():
+    """An integer sum is int64, but dot keeps int32; baddbmm's float scales are truncated to integers first."""
     a = torch.tensor([100, 27, -3], dtype=torch.int32)
     _check(torch.dot, a, a, codegen="cpp")
+    x, m = torch.arange(8).view(2, 2, 2), torch.arange(8).view(2, 2, 2) % 3
+    _check(lambda x, m: torch.baddbmm(x, m, m, beta=1.7, alpha=2.6), x, m, codegen="cpp")

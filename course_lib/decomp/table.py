@@ -594,8 +594,15 @@ def clone(x: Tensor, memory_format: torch.memory_format | None = None) -> Tensor
     return aten._to_copy.default(x, memory_format=memory_format)
 
 
+def _scale_for(x: Tensor, scale: float) -> float:
+    """An ``alpha`` or ``beta`` as eager's kernel applies it: converted to ``x``'s type first, so for
+    integers truncated (``beta=1.7`` scales an int64 ``baddbmm`` by 1, not 1.7, and keeps it int64)."""
+    return scale if x.dtype.is_floating_point or x.dtype.is_complex else int(scale)
+
+
 @register(aten.addmm.default)
 def addmm(bias: Tensor, a: Tensor, b: Tensor, beta: float = 1, alpha: float = 1) -> Tensor:
+    beta, alpha = _scale_for(bias, beta), _scale_for(bias, alpha)
     prod = aten.mm.default(a, b)
     if alpha != 1:
         prod = aten.mul.Tensor(prod, alpha)
@@ -615,6 +622,7 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
 
 @register(aten.baddbmm.default)
 def baddbmm(x: Tensor, a: Tensor, b: Tensor, beta: float = 1, alpha: float = 1) -> Tensor:
+    beta, alpha = _scale_for(x, beta), _scale_for(x, alpha)
     return aten.add.Tensor(aten.mul.Tensor(x, beta), aten.mul.Tensor(aten.bmm.default(a, b), alpha))
 
 
