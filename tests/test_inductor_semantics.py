@@ -15,7 +15,8 @@ runs float32's first sample) and by a sweep of edge values; each case failed bef
 * ``sigmoid``, ``sinh``, ``cosh``, ``logit``, ``logsumexp``... of a uint8 or bool: the
   decompositions negated the integer before converting it (uint8 ``-5`` is 251).
 * ``(-inf) ** 2.5`` is inf; the Triton rule ``exp2(c * log2(x))`` gave NaN.
-* An integer ``dot`` came back int64 (its sum's type), an integer ``baddbmm`` with ``beta=0.2`` float32.
+* An integer ``dot`` came back int64 (its sum's type), so did ``sum(dtype=torch.int32)`` (torch's
+  ``tensordot`` folds into one), and an integer ``baddbmm`` with ``beta=0.2`` came back float32.
 * Triton's integer max started at ``float("-inf")``, which made the tile float32: int32 and int64
   values beyond 2**24 were rounded.
 """
@@ -142,3 +143,5 @@ def test_integer_products_keep_their_dtype():
     _check(torch.dot, a, a, codegen="cpp")
     x, m = torch.arange(8).view(2, 2, 2), torch.arange(8).view(2, 2, 2) % 3
     _check(lambda x, m: torch.baddbmm(x, m, m, beta=1.7, alpha=2.6), x, m, codegen="cpp")
+    a, b = torch.arange(4, dtype=torch.int32).view(2, 2, 1), torch.arange(4, dtype=torch.int32).view(2, 1, 2)
+    _check(lambda a, b: torch.tensordot(a, b, dims=([0, 1], [2, 0])), a, b, codegen="cpp")  # sum(dtype=int32)

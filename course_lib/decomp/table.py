@@ -493,7 +493,9 @@ def nll_loss_forward(x: Tensor, target: Tensor, weight: Tensor | None, reduction
 
 @register(aten.sum.default)
 def sum_all(x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
-    return aten.sum.dim_IntList(x, list(range(x.dim())))
+    """The sum of every element, in ``dtype`` where given (an int32 ``matmul`` folded into mul and sum
+    asks for int32; without it an integer sum is int64)."""
+    return aten.sum.dim_IntList(x, list(range(x.dim())), dtype=dtype)
 
 
 @register(aten.mean.dim)
