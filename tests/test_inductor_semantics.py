@@ -17,6 +17,9 @@ runs float32's first sample) and by a sweep of edge values; each case failed bef
 * ``(-inf) ** 2.5`` is inf; the Triton rule ``exp2(c * log2(x))`` gave NaN.
 * An integer ``dot`` came back int64 (its sum's type), so did ``sum(dtype=torch.int32)`` (torch's
   ``tensordot`` folds into one), and an integer ``baddbmm`` with ``beta=0.2`` came back float32.
+* Degenerate shapes stopped course_lib's decompositions, and the graph went to torch's AOT: ``t``
+  of a 1-D tensor, ``mean`` of a 0-d one, ``roll`` along an empty dim, ``index_select`` of a 0-d one.
+  ``_batch_norm_with_update`` had no functional form.
 * Triton's integer max started at ``float("-inf")``, which made the tile float32: int32 and int64
   values beyond 2**24 were rounded.
 """
@@ -145,3 +148,52 @@ def test_integer_products_keep_their_dtype():
     _check(lambda x, m: torch.baddbmm(x, m, m, beta=1.7, alpha=2.6), x, m, codegen="cpp")
     a, b = torch.arange(4, dtype=torch.int32).view(2, 2, 1), torch.arange(4, dtype=torch.int32).view(2, 1, 2)
     _check(lambda a, b: torch.tensordot(a, b, dims=([0, 1], [2, 0])), a, b, codegen="cpp")  # sum(dtype=int32)
+
+
+def _strict_compiled(fn, monkeypatch):
+    """``fn`` through ``torch.compile(backend="course_lib")``, any fallback to eager or torch's AOT an error."""
+    monkeypatch.setenv("COURSE_INDUCTOR_STRICT", "1")
+    compat.dynamo_reset()
+    return torch.compile(fn, backend="course_lib")
+
+
+@pytest.mark.parametrize(
+    "fn, shape",
+    [
+        (lambda x: x.t() * 2, (5,)),  # t of a 1-D tensor is a view of it (the decomposition returned x itself)
+        (lambda x: x.mean(0) + x.sum(-1), ()),  # a 0-d tensor's dim 0 is the whole tensor
+        (lambda x: x.roll(2, 1), (3, 0)),  # nothing to move along an empty dim (was a modulo by zero)
+        (lambda x: x.index_select(0, torch.tensor([0])), ()),  # a 0-d tensor indexed as one element
+    ],
+    ids=["t_of_1d", "mean_of_0d", "roll_of_empty", "index_select_of_0d"],
+)
+def test_decompositions_of_degenerate_shapes(fn, shape, monkeypatch):
+    x = torch.randn(shape, requires_grad=True)
+    xe = x.detach().clone().requires_grad_(True)
+    out, ref = _strict_compiled(fn, monkeypatch)(x), fn(xe)
+    torch.testing.assert_close(out, ref)
+    if ref.numel():
+        out.sum().backward()
+        ref.sum().backward()
+        torch.testing.assert_close(x.grad, xe.grad)
+
+
+def test_batch_norm_ops_called_directly(monkeypatch):
+    """``_batch_norm_with_update`` (training, writes the running statistics) had no functional form;
+    eval-mode ``native_batch_norm`` on the CPU saves no statistics (empty tensors, as eager)."""
+    x, w, b = torch.randn(4, 3, 5), torch.rand(3) + 0.5, torch.randn(3)
+
+    def update(x, w, b, rm, rv):
+        return torch.ops.aten._batch_norm_with_update(x, w, b, rm, rv, 0.1, 1e-5)[:3]
+
+    def evaluate(x, w, b, rm, rv):
+        return torch.ops.aten.native_batch_norm(x, w, b, rm, rv, False, 0.1, 1e-5)
+
+    for fn in (update, evaluate):
+        stats = [torch.rand(3), torch.rand(3) + 1]
+        stats_eager = [s.clone() for s in stats]
+        got = _strict_compiled(fn, monkeypatch)(x, w, b, *stats)
+        want = fn(x, w, b, *stats_eager)
+        for g, e in zip([*got, *stats], [*want, *stats_eager]):
+            assert g.shape == e.shape
+            torch.testing.assert_close(g, e)

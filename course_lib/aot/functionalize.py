@@ -109,6 +109,16 @@ def _cudnn_reserve(input, *args, **kwargs) -> tuple:
 #: statistics only; torch's decomposition of ``native_batch_norm`` picks the same op
 _NO_STATS = aten._native_batch_norm_legit.no_stats
 
+
+def _batch_norm_in_training(input, weight, bias, running_mean, running_var, momentum, eps):
+    """``_batch_norm_with_update`` (batch norm in training, updating the running statistics; newer
+    torch calls it from ``F.batch_norm``) has no ``training`` argument: it always is."""
+    return aten._native_batch_norm_legit_functional.default(input, weight, bias, running_mean, running_var,
+                                                             True, momentum, eps)  # fmt: skip
+
+
+_batch_norm_in_training.__name__ = "aten._native_batch_norm_legit_functional(training=True)"
+
 #: ops that mutate an argument they do not return, and their functional replacement
 #: (torch generates these as ``*_functional`` ops; see ``_native_batch_norm_legit_functional``).
 FUNCTIONAL_VARIANT: dict = {
@@ -122,6 +132,8 @@ FUNCTIONAL_VARIANT: dict = {
     aten.cudnn_batch_norm.default: Variant(
         aten._native_batch_norm_legit_functional.default, {3: 3, 4: 4}, 3, _cudnn_reserve, _NO_STATS
     ),
+    # (out, mean, invstd, reserve), as cuDNN's
+    aten._batch_norm_with_update.default: Variant(_batch_norm_in_training, {3: 3, 4: 4}, 3, _cudnn_reserve),
 }
 
 
