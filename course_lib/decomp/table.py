@@ -515,7 +515,8 @@ def mean_all(x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
 def var(x: Tensor, dim: list[int] | None = None, *, correction: float | None = None, keepdim: bool = False) -> Tensor:
     dims = _dims(x, dim)
     centred = aten.sub.Tensor(x, aten.mean.dim(x, dims, True))
-    n = _count(x, dims) - (1 if correction is None else correction)
+    # never below 0: a variance of fewer values than the correction is 0 / 0 = NaN, as in eager
+    n = torch.sym_max(_count(x, dims) - (1 if correction is None else correction), 0)
     return aten.div.Tensor(aten.sum.dim_IntList(aten.mul.Tensor(centred, centred), dims, keepdim), n)
 
 
