@@ -158,7 +158,7 @@ def test_memory_plan_reuses_and_works_in_place():
 def test_cpp_source_has_openmp_and_simd():
     x = torch.randn(256, 128)  # 32768 elements: enough work to wake a second thread
     c = ind.compile_graph(_trace(_softmax, x), [x])
-    assert "#pragma omp parallel for" in c.kernel_code and "#pragma omp simd reduction(max:" in c.kernel_code
+    assert "#pragma omp parallel for" in c.kernel_code and "#pragma omp simd reduction(max_keep_nan:" in c.kernel_code
     assert c.kernel_code.count('extern "C"') == 1
     assert "kernel0(x_1.data_ptr(), buf4.data_ptr())" in c.wrapper_code
 
@@ -385,7 +385,7 @@ def test_cpp_one_loop_both_parallel_and_simd():
     separate pragmas on one loop do not compile; the graph fell back to eager)."""
     x = torch.randn(65536, generator=torch.Generator().manual_seed(0))
     c = ind.compile_graph(_trace(lambda t: (t * 2.0 + 1.0, t.amax()), x), [x])
-    assert "#pragma omp parallel for simd reduction(max:" in c.kernel_code
+    assert "#pragma omp parallel for simd reduction(max_keep_nan:" in c.kernel_code
     out = c(x)
     torch.testing.assert_close(out[0], x * 2.0 + 1.0)
     torch.testing.assert_close(out[1], x.amax())

@@ -343,10 +343,11 @@ def clamp_tensor(x: Tensor, min: Tensor | None = None, max: Tensor | None = None
     """Bounds that are tensors (T5 in float16 clamps its activations to ``finfo.max - 1000``, a
     0-d tensor). ``where`` rather than ``maximum``/``minimum``: at a tie ``x`` keeps the whole
     gradient, as torch's ``clamp_backward`` gives it, where ``maximum``'s rule would split it."""
-    if min is not None:  # a NaN bound gives NaN, as in eager (x < NaN is false)
-        x = aten.where.self(aten.logical_or.default(aten.lt.Tensor(x, min), aten.ne.Tensor(min, min)), min, x)
+    # a NaN bound gives NaN, as in eager: x < NaN is false, so a second where takes a bound unequal to itself
+    if min is not None:
+        x = aten.where.self(aten.eq.Tensor(min, min), aten.where.self(aten.lt.Tensor(x, min), min, x), min)
     if max is not None:
-        x = aten.where.self(aten.logical_or.default(aten.gt.Tensor(x, max), aten.ne.Tensor(max, max)), max, x)
+        x = aten.where.self(aten.eq.Tensor(max, max), aten.where.self(aten.gt.Tensor(x, max), max, x), max)
     return x
 
 
