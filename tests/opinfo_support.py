@@ -1,7 +1,7 @@
 """PyTorch's OpInfo inputs through the course backend (what torch's test/inductor/test_torchinductor_opinfo.py does).
 
-Every float32 CPU entry of ``torch.testing._internal.common_methods_invocations.op_db`` is run on
-its first sample input twice: eagerly and through ``torch.compile(..., backend=course_lib)``; where
+Every float32 CPU entry of ``torch.testing._internal.common_methods_invocations.op_db`` (or of
+another dtype: :func:`ops_of`, ``forward(name, dtype)``) is run on its first sample input twice: eagerly and through ``torch.compile(..., backend=course_lib)``; where
 autograd applies, the gradients of the inputs are compared too. Each run ends in one of:
 
     compiled   every graph Dynamo handed over was compiled by course_lib, and the result matches
@@ -39,20 +39,24 @@ class Outcome:
 
 
 @functools.cache
-def float32_ops() -> dict:
-    """{name: OpInfo} for every op_db entry that supports float32 on CPU (name.variant when there is one)."""
+def ops_of(dtype: torch.dtype) -> dict:
+    """{name: OpInfo} for every op_db entry that supports ``dtype`` on CPU (name.variant when there is one)."""
     from torch.testing._internal.common_methods_invocations import op_db
 
     ops = {}
     for op in op_db:
-        if torch.float32 in op.supported_dtypes("cpu"):
+        if dtype in op.supported_dtypes("cpu"):
             ops[op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")] = op
     return ops
 
 
-def first_sample(op, requires_grad: bool):
+def float32_ops() -> dict:
+    return ops_of(torch.float32)
+
+
+def first_sample(op, requires_grad: bool, dtype: torch.dtype = torch.float32):
     torch.manual_seed(0)
-    return next(iter(op.sample_inputs("cpu", torch.float32, requires_grad=requires_grad)))
+    return next(iter(op.sample_inputs("cpu", dtype, requires_grad=requires_grad)))
 
 
 def _clone(x):
@@ -193,13 +197,13 @@ def _skip_reason(name: str, op, grad: bool) -> str:
     return "no autograd" if grad and not op.supports_autograd else ""
 
 
-def _outcome(name: str, grad: bool) -> Outcome:
-    """The op's first sample through the course backend against eager; ``grad``: gradients too."""
-    op = float32_ops()[name]
+def _outcome(name: str, grad: bool, dtype: torch.dtype = torch.float32) -> Outcome:
+    """The op's first sample in ``dtype`` through the course backend against eager; ``grad``: gradients too."""
+    op = ops_of(dtype)[name]
     if reason := _skip_reason(name, op, grad):
         return Outcome("skipped", reason)
     try:
-        sample = first_sample(op, requires_grad=grad)
+        sample = first_sample(op, requires_grad=grad, dtype=dtype)
         expected, mask = _observe(op, sample, grad)
     except _Skip as exc:
         return Outcome("skipped", str(exc))
@@ -222,9 +226,10 @@ def _outcome(name: str, grad: bool) -> Outcome:
     return Outcome(status, reason, record)
 
 
-def forward(name: str) -> Outcome:
-    """The op's first sample forward through the course backend, compared with eager."""
-    return _outcome(name, grad=False)
+def forward(name: str, dtype: torch.dtype = torch.float32) -> Outcome:
+    """The op's first sample forward through the course backend, compared with eager. For an integer
+    or bool ``dtype`` integer outputs must be equal (the tolerances are below 1)."""
+    return _outcome(name, grad=False, dtype=dtype)
 
 
 def backward(name: str) -> Outcome:

@@ -1,7 +1,8 @@
 """PyTorch's own OpInfo inputs through ``backend="course_lib"``: never a wrong result.
 
 As torch's test/inductor/test_torchinductor_opinfo.py does for Inductor: every float32 CPU entry
-of op_db, first sample input, compiled vs eager; backward too where autograd applies. An op the
+of op_db, first sample input, compiled vs eager; backward too where autograd applies. Every int64
+and bool entry too, forward (integer outputs must be equal). An op the
 course cannot compile may fall back (a graph in eager, or torch's AOT Autograd for a missing
 derivative rule), always with a reason; it must never return a different value. The routes
 (compiled / fallback / skipped) and counts: ``.venv/bin/python tests/opinfo_support.py``.
@@ -42,6 +43,16 @@ def _check(outcome: support.Outcome) -> None:
 def test_op_matches_eager(name):
     """Outputs and mutated inputs, and the inputs' gradients where autograd applies (one compile per op)."""
     _check(support.check(name))
+
+
+#: integer and bool inputs: where C++'s and Triton's integer semantics differ from torch's (wrapping,
+#: a bool's ``+``, ``~``, a float op of an integer); forward only, nothing to differentiate
+INTEGER_CASES = [(name, dtype) for dtype in (torch.int64, torch.bool) for name in sorted(support.ops_of(dtype))]
+
+
+@pytest.mark.parametrize("name, dtype", INTEGER_CASES, ids=[f"{n}-{str(d)[6:]}" for n, d in INTEGER_CASES])
+def test_integer_and_bool_inputs_match_eager(name, dtype):
+    _check(support.forward(name, dtype))
 
 
 def test_inference_path_matches_eager():
