@@ -8,6 +8,7 @@ runs float32's first sample) and by a sweep of edge values; each case failed bef
   C++'s ``std::max(1.0f, NAN)`` is 1, OpenMP's built-in ``max`` reduction drops a NaN lane, and
   Triton's default ``tl.maximum`` / ``tl.max`` (PTX ``max.f32``) return the other operand.
 * ``logsumexp`` of a row holding +inf is +inf, of a row of -inf is -inf (``x - max`` was inf - inf).
+* ``floor`` and ``ceil`` of an integer stopped Triton (``tl.floor`` takes floats only): they are the integer.
 * ``~x`` of an integer flips its bits; it was lowered as ``logical_not`` (``~5`` gave 0, not -6).
 * ``amin`` was decomposed as ``-amax(-x)``: wrong for unsigned integers (``-0`` and ``-5`` wrap) and
   at a signed type's minimum (``-(-128)`` is -128 in int8).
@@ -107,7 +108,7 @@ def test_integer_min_max_and_bitwise_not(codegen, dtype):
     x[0, 3], x[1, 0], x[2, 8] = info.min, info.max, 0  # the extremes, and zero for the unsigned rows
 
     def fn(x):
-        return ~x, x.amin(1), x.amax(1), x.amin(), torch.minimum(x, x.flip(0)), torch.relu(x)
+        return ~x, x.amin(1), x.amax(1), x.amin(), torch.minimum(x, x.flip(0)), torch.relu(x), x.floor(), x.ceil()
 
     _check(fn, x, codegen=codegen)
 

@@ -778,6 +778,8 @@ def make_pointwise(op: str, compute: str = "out"):
         # half-precision results are computed in float32, their Python scalars too (eager's "opmath")
         cdt = compute_dtype(out_dtype) if compute == "out" else _compute_dtype(args)
         kind = BOOL_OPS.get(op, op) if cdt == "bool" else op
+        if op in ("floor", "ceil") and cdt not in FLOATING:  # an integer is whole: tl.floor takes floats only
+            return ctx.pointwise(args[0].shape, out_dtype, lambda idx: cast(args[0].fn(idx), cdt), origin=node.name)
         shape = broadcast_shapes(*[a.shape for a in args if isinstance(a, TensorValue)])
         fns = [broadcast_fn(a, shape) for a in args]
 
