@@ -234,3 +234,23 @@ def test_a_graph_without_inputs_runs_where_its_factories_put_it():
     two = _fake_graph(lambda: (torch.ones(2, device="cuda:0"), torch.ones(2, device="cuda:1")))
     with pytest.raises(Unsupported, match="several devices"):
         _device_of(two, [])
+
+
+def _long_cumsum_and_scalar_adds(x):
+    # a cumsum too long for the course's triangular decomposition stays one op (Falcon-H1's Mamba mixer);
+    # x + c and c - x reach course_lib.aot as add.Scalar and rsub (DiffLlama's lambda_init + ...)
+    return (x.cumsum(1).sin() + torch.ops.aten.add.Scalar(x, 2.0) + torch.ops.aten.rsub.Tensor(x, x * 3)).sum()
+
+
+def test_derivative_rules_for_a_long_cumsum_and_scalar_adds(monkeypatch):
+    """Falcon-H1 and DiffLlama sent a backward graph to torch's AOT: no rule for cumsum, add.Scalar."""
+    monkeypatch.setenv("COURSE_INDUCTOR_STRICT", "1")
+    compat.dynamo_reset()
+    x = torch.randn(4, 4096, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    x_eager = x.detach().clone().requires_grad_(True)
+    out = torch.compile(_long_cumsum_and_scalar_adds, backend="course_lib")(x)
+    out.backward()
+    ref = _long_cumsum_and_scalar_adds(x_eager)
+    ref.backward()
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-3)
+    torch.testing.assert_close(x.grad, x_eager.grad, rtol=1e-4, atol=1e-4)

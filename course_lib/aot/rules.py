@@ -75,6 +75,17 @@ def sub(g: Tensor, out: Tensor, a, b, alpha: float = 1) -> tuple:
     return _fit(g, a), _fit(aten.neg.default(aten.mul.Tensor(g, alpha) if alpha != 1 else g), b)
 
 
+@derivative(aten.add.Scalar, aten.sub.Scalar)
+def add_scalar(g: Tensor, out: Tensor, a: Tensor, b, alpha: float = 1) -> tuple:
+    return g, None  # x + c, x - c (DiffLlama's lambda_init + ...)
+
+
+@derivative(aten.rsub.Tensor)
+def rsub(g: Tensor, out: Tensor, a, b, alpha: float = 1) -> tuple:
+    """``b - alpha * a``."""
+    return _fit(aten.neg.default(aten.mul.Tensor(g, alpha) if alpha != 1 else g), a), _fit(g, b)
+
+
 @derivative(aten.mul.Tensor)
 def mul(g: Tensor, out: Tensor, a, b) -> tuple:
     return _fit(aten.mul.Tensor(g, b), a), _fit(aten.mul.Tensor(g, a), b)
@@ -196,6 +207,16 @@ def _reduced(a: Tensor, dim) -> list[int]:
     if dim is None or len(dim) == 0:
         return list(range(a.dim()))
     return [d % max(a.dim(), 1) for d in dim]  # a 0-d tensor takes dim 0 or -1, as in torch
+
+
+@derivative(aten.cumsum.default)
+def cumsum(g: Tensor, out: Tensor, x: Tensor, dim: int, dtype=None) -> tuple:
+    """out[i] = x[0] + ... + x[i], so x[j] reaches every out[i] with i >= j: the gradient is the
+    running sum of g taken from the end (torch's ``cumsum_backward``). A long cumsum stays one op
+    (Falcon-H1's Mamba mixer), which had no rule."""
+    if x.dim() == 0:
+        return (g,)
+    return (aten.flip.default(aten.cumsum.default(aten.flip.default(g, [dim]), dim), [dim]),)
 
 
 @derivative(aten.sum.dim_IntList)
