@@ -289,6 +289,12 @@ MORE: dict[str, RealModel] = {m.name: m for m in [
               _ids(decoder_input_ids=(96, 4)), vocab_size=96, d_model=32, d_kv=8, d_ff=64, num_layers=2,
               num_decoder_layers=2, num_heads=4, num_experts=4, encoder_sparse_step=1, decoder_sparse_step=1,
               relative_attention_num_buckets=8, dropout_rate=0.0, router_jitter_noise=0.0)),
+    # the third sweep: a subtraction of two attention maps (x + c reaches course_lib.aot as add.Scalar), and a
+    # hybrid of attention and a Mamba-2 mixer whose cumsum is too long to decompose (a derivative rule for cumsum)
+    RealModel("diffllama", "decoder", _model("DiffLlamaForCausalLM", "DiffLlamaConfig", _ids(), vocab_size=96,
+                                             **_DEC, head_dim=8)),
+    RealModel("falcon_h1", "hybrid", _model("FalconH1ForCausalLM", "FalconH1Config", _ids(), vocab_size=96,
+                                            **_DEC, head_dim=8)),
 ]}  # fmt: skip
 
 
