@@ -117,8 +117,6 @@ def _batch_norm_in_training(input, weight, bias, running_mean, running_var, mome
                                                              True, momentum, eps)  # fmt: skip
 
 
-_batch_norm_in_training.__name__ = "aten._native_batch_norm_legit_functional(training=True)"
-
 #: ops that mutate an argument they do not return, and their functional replacement
 #: (torch generates these as ``*_functional`` ops; see ``_native_batch_norm_legit_functional``).
 FUNCTIONAL_VARIANT: dict = {
