@@ -58,6 +58,10 @@ RULE_CASES.update({
     aten.constant_pad_nd.default: lambda: (_d(2, 3, 4, 5), [1, 2, 0, 1]),
     aten.lift_fresh_copy.default: lambda: (_d(3, 4),),  # a tensor constant of the model (Mistral's mask)
     aten.mul.Scalar: lambda: (_d(3, 4), 0.125),  # x * c, as CUDA's attention scaling reaches torch 2.11's trace
+    aten.add.Scalar: lambda: (_d(3, 4), 2.0), aten.sub.Scalar: lambda: (_d(3, 4), 2.0),  # DiffLlama's lambda_init + ...
+    aten.rsub.Tensor: lambda: (_d(3, 4), _d(4)),
+    aten.cumsum.default: lambda: (_d(3, 4, 5), 1),  # a cumsum too long to decompose (Falcon-H1's Mamba mixer)
+    "cumsum_last_dim": lambda: (_d(3, 4, 5), -1),
     # depthwise convolution (groups = channels), as MobileNetV2's 3x3 layers
     "depthwise": lambda: (_d(2, 4, 6, 6), _d(4, 1, 3, 3), None, [2, 2], [1, 1], [1, 1], False, [0, 0], 4),
     # interpolated position embeddings (BEiT, YOLOS), nn.Unfold (ConvBERT), RWKV's time shift (a crop)
@@ -75,7 +79,7 @@ RULE_CASES.update({
 #: the op each named case (a second case of one op) calls
 NAMED = {"depthwise": aten.convolution.default, "bilinear_align_corners": aten.upsample_bilinear2d.default,
          "bicubic_scales": aten.upsample_bicubic2d.default, "negative_pad": aten.constant_pad_nd.default,
-         "crop_and_pad": aten.constant_pad_nd.default}  # fmt: skip
+         "crop_and_pad": aten.constant_pad_nd.default, "cumsum_last_dim": aten.cumsum.default}  # fmt: skip
 
 
 def test_every_rule_has_a_case():
