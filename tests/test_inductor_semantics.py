@@ -94,6 +94,9 @@ def test_a_whole_tensor_max_keeps_nan(codegen):
 def test_logsumexp_and_softmax_of_infinite_rows(codegen):
     x = torch.tensor([[1.0, 2.0, 3.0, 4.0], [-INF] * 4, [1.0, INF, 0.0, -INF], [NAN, 0.0, 1.0, 2.0]])
     _check(lambda x: (torch.logsumexp(x, 1), torch.softmax(x, 1)), x, codegen=codegen, exact=False)
+    a = torch.tensor([1.0, INF, -INF, 3.0, NAN, 100.0, -100.0])
+    b = torch.tensor([1.0, INF, -INF, -2.0, 0.0, -100.0, 100.0])
+    _check(torch.logaddexp, a, b, codegen=codegen, exact=False)  # (a decomposition since this session)
 
 
 INT_DTYPES = [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64]

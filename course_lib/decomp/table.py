@@ -351,6 +351,16 @@ def clamp_tensor(x: Tensor, min: Tensor | None = None, max: Tensor | None = None
     return x
 
 
+@register(aten.clamp_min.Tensor)
+def clamp_min_tensor(x: Tensor, min: Tensor) -> Tensor:
+    return clamp_tensor(x, min=min)
+
+
+@register(aten.clamp_max.Tensor)
+def clamp_max_tensor(x: Tensor, max: Tensor) -> Tensor:
+    return clamp_tensor(x, max=max)
+
+
 @register(aten.clamp_min.default)
 def clamp_min(x: Tensor, min: float) -> Tensor:
     return aten.maximum.default(x, _scalar(min, x))
@@ -426,6 +436,24 @@ def addcdiv(x: Tensor, t1: Tensor, t2: Tensor, value: float = 1) -> Tensor:
 @pointwise_in_float32
 def lerp(x: Tensor, end: Tensor, weight: float) -> Tensor:
     return aten.add.Tensor(x, aten.mul.Tensor(aten.sub.Tensor(end, x), weight))
+
+
+@register(aten.lerp.Tensor)
+@pointwise_in_float32
+def lerp_tensor(x: Tensor, end: Tensor, weight: Tensor) -> Tensor:
+    """A weight per element (op_db's masked ops; a learned gate)."""
+    return aten.add.Tensor(x, aten.mul.Tensor(aten.sub.Tensor(end, x), weight))
+
+
+@register(aten.logaddexp.default)
+@int_to_float
+@pointwise_in_float32
+def logaddexp(a: Tensor, b: Tensor) -> Tensor:
+    """log(exp(a) + exp(b)) = max + log1p(exp(-|a - b|)), which never overflows. Equal arguments give
+    a + log 2 directly: two infinities of one sign would otherwise make inf - inf = NaN."""
+    near = aten.add.Tensor(aten.maximum.default(a, b),
+                           aten.log1p.default(aten.exp.default(aten.neg.default(aten.abs.default(aten.sub.Tensor(a, b))))))  # fmt: skip
+    return aten.where.self(aten.eq.Tensor(a, b), aten.add.Tensor(a, math.log(2.0)), near)
 
 
 @register(aten.hypot.default)
