@@ -432,16 +432,10 @@ def addcdiv(x: Tensor, t1: Tensor, t2: Tensor, value: float = 1) -> Tensor:
     return aten.add.Tensor(x, aten.mul.Tensor(aten.div.Tensor(t1, t2), value))
 
 
-@register(aten.lerp.Scalar)
+@register(aten.lerp.Scalar, aten.lerp.Tensor)
 @pointwise_in_float32
-def lerp(x: Tensor, end: Tensor, weight: float) -> Tensor:
-    return aten.add.Tensor(x, aten.mul.Tensor(aten.sub.Tensor(end, x), weight))
-
-
-@register(aten.lerp.Tensor)
-@pointwise_in_float32
-def lerp_tensor(x: Tensor, end: Tensor, weight: Tensor) -> Tensor:
-    """A weight per element (op_db's masked ops; a learned gate)."""
+def lerp(x: Tensor, end: Tensor, weight: float | Tensor) -> Tensor:
+    """A weight that is a number, or one per element (``lerp.Tensor``: op_db's masked ops, a learned gate)."""
     return aten.add.Tensor(x, aten.mul.Tensor(aten.sub.Tensor(end, x), weight))
 
 

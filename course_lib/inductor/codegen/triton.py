@@ -86,9 +86,10 @@ def reduction_init(rtype: str, dtype: str) -> str:
         return TRITON_INIT[rtype]
     if dtype == "bool":
         return "0" if rtype == "max" else "1"
-    bits, signed = int(dtype.lstrip("uint")), not dtype.startswith("u")
-    lowest, highest = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
-    return str(lowest if rtype == "max" else highest)
+    import torch
+
+    info = torch.iinfo(getattr(torch, dtype))
+    return str(info.min if rtype == "max" else info.max)
 
 
 # torch.maximum, amax and their min twins give NaN where an input is NaN. tl.maximum's default
