@@ -82,6 +82,59 @@ NAMED = {"depthwise": aten.convolution.default, "bilinear_align_corners": aten.u
          "crop_and_pad": aten.constant_pad_nd.default, "cumsum_last_dim": aten.cumsum.default}  # fmt: skip
 
 
+def _zeros_at(x: torch.Tensor, *at) -> torch.Tensor:
+    """``x`` with the entries at the index tuples ``at`` set to 0."""
+    x = x.clone()
+    for i in at:
+        x[i] = 0.0
+    return x
+
+
+def _ties() -> torch.Tensor:
+    """Rows whose largest (smallest) magnitude occurs twice, one with a zero: the inf-norms share g."""
+    return torch.tensor([[2.0, -2.0, 0.5, 1.0], [0.0, 3.0, -1.0, 0.0], [-1.5, 0.5, 1.5, -0.5]], dtype=torch.float64)
+
+
+# op_db's gradient sweep: cumprod (zeros in a row: none, one first, one last, two adjacent, two apart),
+# pow with tensor exponents, polygamma, the diagonal ops, vector norms of orders the decomposition
+# leaves whole, scatter_reduce (sum, mean)
+RULE_CASES.update({
+    aten.cumprod.default: lambda: (_d(3, 4, 5), 0),
+    "cumprod_zeros": lambda: (_zeros_at(_d(5, 6), (0, 0), (1, 5), (2, 2), (2, 3), (3, 1), (3, 4)), 1),
+    "cumprod_zeros_last_dim": lambda: (_zeros_at(_d(2, 3, 4), (0, 1, 2), (1, 2, 0), (1, 2, 3)), -1),
+    "cumprod_length_one": lambda: (_zeros_at(_d(3, 1), (1, 0)), 1),
+    aten.pow.Tensor_Tensor: lambda: (_d(3, 4, pos=True), _d(4)),
+    aten.pow.Scalar: lambda: (2.5, _d(3, 4)),
+    "pow_zero_exponent": lambda: (_d(3, 4), 0.0),  # d x^0 = 0, also at x = 0
+    aten.polygamma.default: lambda: (1, _d(3, 4, pos=True)), "polygamma_n0": lambda: (0, _d(3, 4, pos=True)),
+    aten.diagonal.default: lambda: (_d(3, 4, 5),),
+    "diagonal_above": lambda: (_d(3, 4, 5), 2, 2, 0),  # columns before rows: the diagonal of dims (2, 0)
+    "diagonal_below": lambda: (_d(2, 5, 4), -2, -1, 1),
+    "diagonal_past_the_end": lambda: (_d(3, 4), 5),  # an empty diagonal: zeros
+    aten.diagonal_copy.default: lambda: (_d(4, 3), -1),
+    aten.diagonal_scatter.default: lambda: (_d(3, 4, 5), _d(3, 4), 1, 1, 2),
+    aten.linalg_vector_norm.default: lambda: (_d(3, 4, 5), 3.0, [1]),
+    "norm_half": lambda: (_zeros_at(_d(3, 4), (0, 1), (2, 3)), 0.5, [1], True),  # p < 1 at x = 0: 0
+    "norm_negative": lambda: (_d(3, 4, pos=True), -1.5),
+    "norm_1_5_zero_row": lambda: (_zeros_at(_d(3, 4), 1), 1.5, [-1]),
+    "norm_2_zero_row": lambda: (_zeros_at(_d(3, 4), 1), 2.0, [-1]),
+    "norm_1": lambda: (_zeros_at(_d(3, 4), (0, 0)), 1.0, [0, 1]),
+    "norm_inf_ties": lambda: (_ties(), float("inf"), [1]),
+    "norm_minus_inf_ties": lambda: (_ties(), -float("inf"), [1], True),
+    aten.scatter_reduce.two: lambda: (_d(3, 5), 1, torch.tensor([[0, 4, 4, 1], [2, 2, 2, 2], [3, 0, 1, 3]]), _d(3, 4),
+                                      "sum"),
+    "scatter_mean": lambda: (_d(3, 5), 1, torch.tensor([[0, 4, 4, 1], [2, 2, 2, 2], [3, 0, 1, 3]]), _d(3, 4), "mean"),
+})  # fmt: skip
+NAMED_MORE = {"cumprod_zeros": aten.cumprod.default, "cumprod_zeros_last_dim": aten.cumprod.default,
+              "cumprod_length_one": aten.cumprod.default,
+              "pow_zero_exponent": aten.pow.Tensor_Scalar, "polygamma_n0": aten.polygamma.default,
+              "diagonal_above": aten.diagonal.default, "diagonal_below": aten.diagonal.default,
+              "diagonal_past_the_end": aten.diagonal.default, "scatter_mean": aten.scatter_reduce.two,
+              **{k: aten.linalg_vector_norm.default for k in ("norm_half", "norm_negative",
+                 "norm_1_5_zero_row", "norm_2_zero_row", "norm_1", "norm_inf_ties", "norm_minus_inf_ties")}}  # fmt: skip
+NAMED.update(NAMED_MORE)
+
+
 def test_every_rule_has_a_case():
     assert {k for k in RULE_CASES if not isinstance(k, str)} | set(MULTI_CASES) | CUDA_ONLY == set(DERIVATIVES)
 
@@ -126,6 +179,66 @@ def test_rule_matches_autograd_float64(op):
     got = [g for a, g in zip(args, aot.vjp(target, grad, *plain)) if isinstance(a, torch.Tensor) and a.requires_grad]
     for w, g in zip(want, got, strict=True):
         torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-10)
+
+
+def _vjp_matches_autograd(op, args, kwargs=None, equal_nan=False):
+    """One rule applied eagerly (:func:`aot.vjp`) against torch.autograd, keyword arguments too."""
+    kwargs = kwargs or {}
+    args = [a.requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+    out = op(*args, **kwargs)
+    grad = torch.randn_like(out)
+    tensors = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    want = torch.autograd.grad(out, tensors, grad)
+    plain = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+    got = [
+        g for a, g in zip(args, aot.vjp(op, grad, *plain, **kwargs)) if isinstance(a, torch.Tensor) and a.requires_grad
+    ]
+    for w, g in zip(want, got, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-10, equal_nan=equal_nan)
+
+
+def test_pow_edge_cases_match_autograd():
+    """Every base (negative, zero, positive) against every exponent (negative, zero, fractional,
+    integer): 0^b is flat in b for b >= 0 (gradient 0, not 0 * log 0 = NaN), x^0 is flat in x, a
+    negative base has no real log (NaN in both), 0 to a negative power is infinite."""
+    torch.manual_seed(0)
+    bases = torch.tensor([-2.0, -0.5, 0.0, 0.5, 3.0], dtype=torch.float64)
+    exponents = torch.tensor([-1.0, 0.0, 0.5, 1.0, 2.0, 3.0], dtype=torch.float64)
+    _vjp_matches_autograd(aten.pow.Tensor_Tensor, [bases[:, None].clone(), exponents.clone()], equal_nan=True)
+    for c in (0.0, 2.0, -2.0, 1.0):
+        _vjp_matches_autograd(aten.pow.Scalar, [c, exponents.clone()], equal_nan=True)
+    for n in (0.0, 2.0, -1.0, 0.5):
+        _vjp_matches_autograd(aten.pow.Tensor_Scalar, [bases.clone(), n], equal_nan=True)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_scatter_reduce_without_self_matches_autograd(reduce):
+    """``include_self=False``: an entry that was scattered to forgot its own value (zero gradient),
+    one that was not keeps it (mean divides by 1 there)."""
+    torch.manual_seed(0)
+    index = torch.tensor([[0, 4, 4, 1], [2, 2, 2, 2], [3, 0, 1, 3]])
+    _vjp_matches_autograd(aten.scatter_reduce.two, [_d(3, 5), 1, index, _d(3, 4), reduce], {"include_self": False})
+
+
+def test_vector_norm_of_order_zero_is_left_to_torch():
+    """The 0-"norm" counts the nonzero entries: torch's formula returns no gradient at all (autograd
+    finds the input unused), which a joint graph cannot say, so the rule refuses (torch's AOT takes it)."""
+    with pytest.raises(NotImplementedError, match="order 0"):
+        aot.vjp(aten.linalg_vector_norm.default, torch.randn(4), torch.randn(3, 4), 0.0, [0])
+
+
+def test_vector_norm_in_another_dtype_matches_autograd():
+    """``dtype=``: the norm of a float32 input computed in float64; the gradient comes back in float32."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 4)
+    for p in (0.5, 2.0, 3.0, float("inf")):
+        args = [x.clone().requires_grad_(), p, [1]]
+        out = aten.linalg_vector_norm.default(*args, dtype=torch.float64)
+        grad = torch.randn_like(out)
+        (want,) = torch.autograd.grad(out, args[0], grad)
+        got = aot.vjp(aten.linalg_vector_norm.default, grad, x, p, [1], dtype=torch.float64)[0]
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got, want)
 
 
 def _fn_cases():

@@ -62,6 +62,11 @@ def _zeros(g: Tensor) -> Tensor:
     return aten.mul.Tensor(g, 0.0)
 
 
+def _scalar(value, like: Tensor) -> Tensor:
+    """A 0-d tensor of ``like``'s dtype and device (a where's constant branch)."""
+    return aten.scalar_tensor.default(value, dtype=like.dtype, device=like.device)
+
+
 # ------------------------------------------------------------------ pointwise
 
 
@@ -158,7 +163,47 @@ def erf(g: Tensor, out: Tensor, a: Tensor) -> tuple:
 
 @derivative(aten.pow.Tensor_Scalar)
 def pow_scalar(g: Tensor, out: Tensor, a: Tensor, n: float) -> tuple:
+    """d a^n = n a^(n-1); for n = 0 zeros (torch's ``pow_backward``: 0 * 0^-1 would be NaN at a = 0)."""
+    if n == 0:
+        return aten.zeros_like.default(a), None
     return (aten.mul.Tensor(g, aten.mul.Tensor(aten.pow.Tensor_Scalar(a, n - 1), n)), None)
+
+
+@derivative(aten.pow.Tensor_Tensor)
+def pow_tensor(g: Tensor, out: Tensor, a, b) -> tuple:
+    """``a ** b``, both tensors (``float_power``, ``x ** y``). d/da = b a^(b-1), zero where b = 0
+    (``pow_backward_self``: 0 * 0^-1 would be NaN at a = 0). d/db = a^b log a = out log a, zero where
+    a = 0 and b >= 0 (``pow_backward_exponent``: 0^b is flat there for b > 0, while log 0 = -inf
+    would give 0 * -inf = NaN). A negative base has no real log: NaN, as in torch."""
+    zero = _scalar(0.0, g)
+    ga = gb = None
+    if is_tensor(a) and a.is_floating_point():
+        da = aten.mul.Tensor(b, aten.pow.Tensor_Tensor(a, aten.sub.Tensor(b, 1)))
+        ga = aten.where.self(aten.eq.Scalar(b, 0), zero, aten.mul.Tensor(g, da))
+    if is_tensor(b) and b.is_floating_point():
+        db = aten.mul.Tensor(out, aten.log.default(a))
+        flat = aten.where.self(aten.eq.Scalar(a, 0), aten.ge.Scalar(b, 0), aten.eq.Scalar(a, 0))  # a == 0 and b >= 0
+        gb = aten.mul.Tensor(g, aten.where.self(flat, zero, db))
+    return _fit(ga, a), _fit(gb, b)
+
+
+@derivative(aten.pow.Scalar)
+def pow_scalar_base(g: Tensor, out: Tensor, c, b: Tensor) -> tuple:
+    """``c ** b``, a number raised to a tensor: d/db = c^b log c, with ``log c`` a constant (-inf for
+    c = 0, NaN for c < 0). For c = 0 the gradient is zero where b >= 0, as in :func:`pow_tensor`."""
+    if isinstance(c, complex):
+        raise NotImplementedError("pow backward: the course handles a real base")
+    log_c = math.log(c) if c > 0 else -math.inf if c == 0 else math.nan
+    db = aten.mul.Tensor(out, log_c)
+    if c == 0:
+        db = aten.where.self(aten.ge.Scalar(b, 0), _scalar(0.0, g), db)
+    return None, aten.mul.Tensor(g, db)
+
+
+@derivative(aten.polygamma.default)
+def polygamma(g: Tensor, out: Tensor, n: int, x: Tensor) -> tuple:
+    """polygamma(n, x) is the n-th derivative of digamma: its derivative is polygamma(n + 1, x)."""
+    return None, aten.mul.Tensor(g, aten.polygamma.default(n + 1, x))
 
 
 def _split_ties(g: Tensor, a: Tensor, b: Tensor, first_wins: Tensor) -> tuple:
@@ -216,7 +261,45 @@ def cumsum(g: Tensor, out: Tensor, x: Tensor, dim: int, dtype=None) -> tuple:
     (Falcon-H1's Mamba mixer), which had no rule."""
     if x.dim() == 0:
         return (g,)
-    return (aten.flip.default(aten.cumsum.default(aten.flip.default(g, [dim]), dim), [dim]),)
+    return (_reversed_cumsum(g, dim),)
+
+
+def _reversed_cumsum(g: Tensor, dim: int) -> Tensor:
+    """``g[i] + g[i+1] + ... + g[n-1]`` along ``dim``."""
+    if g.numel() == 0:  # nothing to sum (and the lowering's flip cannot index a size-0 axis)
+        return g
+    return aten.flip.default(aten.cumsum.default(aten.flip.default(g, [dim]), dim), [dim])
+
+
+@derivative(aten.cumprod.default)
+def cumprod(g: Tensor, out: Tensor, x: Tensor, dim: int, dtype=None) -> tuple:
+    """out[j] = x[0] x[1] ... x[j], so d out[j] / d x[k] = (product of x[i], i <= j, i != k) for j >= k
+    (torch's ``cumprod_backward``, its O(n) branch), split by z, the position of a row's first zero:
+
+    * k < z: x[k] is not 0, so that product is out[j] / x[k]: the gradient is the running sum of
+      g * out from the end, divided by x[k] (out[j] = 0 for j >= z adds nothing). Without zeros
+      this is the whole formula; dividing by x elsewhere would give 0 / 0.
+    * k = z: the products of the row with x[z] replaced by 1, a second cumprod, summed against g
+      from z on (they are 0 again past a second zero).
+    * k > z: out[j] for j >= k contains the factor x[z] = 0 besides x[k]: 0.
+
+    The rule cannot look at the values, so every case is computed and a where picks per element.
+    """
+    if x.numel() <= 1 or x.shape[dim] == 1:  # out = x along dim (torch's formula returns g too)
+        return g, None
+    dim %= x.dim()
+    if x.dtype != out.dtype:  # cumprod(x, dtype=...): differentiate the product in its own dtype
+        x = aten._to_copy.default(x, dtype=out.dtype)
+    one, zero = _scalar(1.0, x), _scalar(0.0, g)
+    is_zero = aten.eq.Scalar(x, 0)
+    zeros_so_far = aten.cumsum.default(aten._to_copy.default(is_zero, dtype=torch.int64), dim)
+    before = aten.eq.Scalar(zeros_so_far, 0)  # k < z
+    first = aten.where.self(is_zero, aten.eq.Scalar(zeros_so_far, 1), is_zero)  # k = z
+    upto = aten.div.Tensor(_reversed_cumsum(aten.mul.Tensor(g, out), dim), aten.where.self(before, x, one))
+    without_z = aten.cumprod.default(aten.where.self(first, one, x), dim)
+    from_z = aten.where.self(aten.ge.Scalar(zeros_so_far, 1), aten.mul.Tensor(g, without_z), zero)
+    at_z = aten.sum.dim_IntList(from_z, [dim], True)
+    return aten.where.self(before, upto, aten.where.self(first, at_z, zero)), None
 
 
 @derivative(aten.sum.dim_IntList)
@@ -231,6 +314,45 @@ def amax(g: Tensor, out: Tensor, a: Tensor, dim=(), keepdim: bool = False) -> tu
     mask = aten._to_copy.default(aten.eq.Tensor(a, _keep(out, dims, keepdim, a)), dtype=g.dtype)
     share = aten.div.Tensor(mask, aten.sum.dim_IntList(mask, dims, True))  # ties share equally
     return aten.mul.Tensor(share, _keep(g, dims, keepdim, a)), None, None
+
+
+@derivative(aten.linalg_vector_norm.default)
+def vector_norm(g: Tensor, out: Tensor, x: Tensor, ord: float = 2, dim=None, keepdim: bool = False,
+                dtype=None) -> tuple:  # fmt: skip
+    """``(sum |x|^p)^(1/p)``, for the orders course_lib.decomp leaves whole (p = 0, p < 1, a ``dtype``)
+    and any other. torch's ``norm_backward``, with n the norm: d n / d x = sign(x) |x|^(p-1) n^(1-p),
+    that is sign(x) for p = 1 and x / n for p = 2; for p = +-inf the one largest (smallest) |x| gets
+    it, ties and NaNs share it; p = 0 (a count) is left to torch. Where n = 0 torch's gradient is 0 for
+    p > 1; for p < 1 it zeroes the entries x = 0 instead (|x|^(p-1) = inf there)."""
+    p = float(ord)
+    if p == 0:  # torch gives no gradient at all (autograd finds x unused); a joint graph gives every input one
+        raise NotImplementedError("vector_norm backward: order 0 has no gradient in torch")
+    dims = _reduced(x, dim)
+    gk, n = _keep(g, dims, keepdim, x), _keep(out, dims, keepdim, x)
+    xp = aten._to_copy.default(x, dtype=out.dtype) if x.dtype != out.dtype else x
+    zero = _scalar(0.0, n)
+    sign, magnitude = aten.sign.default(xp), aten.abs.default(xp)
+    if p == 1:
+        gx = aten.mul.Tensor(sign, gk)
+    elif p == 2:
+        gx = aten.mul.Tensor(gk, aten.where.self(aten.eq.Scalar(n, 0), zero, aten.div.Tensor(xp, n)))
+    elif math.isinf(p):
+        nan = aten.ne.Tensor(magnitude, magnitude)
+        hit = aten._to_copy.default(aten.where.self(nan, nan, aten.eq.Tensor(magnitude, n)), dtype=xp.dtype)
+        share = aten.div.Tensor(gk, aten.sum.dim_IntList(hit, dims, True))
+        gx = aten.mul.Tensor(sign, aten.mul.Tensor(share, hit))
+    elif p < 1:
+        scaled = aten.where.self(aten.eq.Scalar(xp, 0), zero,
+                                 aten.mul.Tensor(sign, aten.pow.Tensor_Scalar(magnitude, p - 1)))  # fmt: skip
+        gx = aten.mul.Tensor(aten.mul.Tensor(scaled, gk), aten.pow.Tensor_Scalar(n, 1 - p))
+    else:
+        scaled = (aten.mul.Tensor(sign, aten.pow.Tensor_Scalar(magnitude, p - 1)) if p < 2
+                  else aten.mul.Tensor(xp, aten.pow.Tensor_Scalar(magnitude, p - 2)))  # fmt: skip
+        scale = aten.where.self(aten.eq.Scalar(n, 0), zero, aten.div.Tensor(gk, aten.pow.Tensor_Scalar(n, p - 1)))
+        gx = aten.mul.Tensor(scaled, scale)
+    if gx.dtype != x.dtype:
+        gx = aten._to_copy.default(gx, dtype=x.dtype)
+    return gx, None, None, None
 
 
 # ------------------------------------------------------------------ views and extern
@@ -306,6 +428,56 @@ def slice_(g: Tensor, out: Tensor, a: Tensor, dim: int = 0, start=None, end=None
     return (aten.where.self(aten.view.default(inside, along), picked, zero), *none)
 
 
+def _on_diagonal(a: Tensor, offset: int, d1: int, d2: int) -> Tensor:
+    """True where column - row == offset (rows along ``d1``, columns along ``d2``), size 1 elsewhere."""
+    rows, cols = [1] * a.dim(), [1] * a.dim()
+    rows[d1], cols[d2] = a.shape[d1], a.shape[d2]
+    i = aten.view.default(_index(a.shape[d1], a), rows)
+    j = aten.view.default(_index(a.shape[d2], a), cols)
+    return aten.eq.Scalar(aten.sub.Tensor(j, i), offset)
+
+
+def _index(n: int, like: Tensor) -> Tensor:
+    """0, 1, ..., n - 1 (int64) on ``like``'s device."""
+    return torch.ops.prims.iota.default(n, start=0, step=1, dtype=torch.int64, device=like.device, requires_grad=False)
+
+
+@derivative(aten.diagonal.default, aten.diagonal_copy.default)
+def diagonal(g: Tensor, out: Tensor, a: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> tuple:
+    """``out[.., k] = a[.., k, k + offset, ..]`` (rows along dim1, columns along dim2, the diagonal
+    moved last; a negative offset goes below the main one). The gradient is torch's
+    ``diagonal_backward``: zeros of a's shape with g written on that diagonal. Written as one where:
+    entry (i, j) is on it when j - i == offset, and then it is diagonal entry k = i (k = j for a
+    negative offset), so g's diagonal axis is put where i (j) runs and read there, clamped to the
+    diagonal's length: entries past it are off the diagonal anyway."""
+    none = (None,) * 3
+    d1, d2 = dim1 % a.dim(), dim2 % a.dim()
+    n = g.shape[-1]
+    if n == 0:  # the offset leaves the matrix: nothing reached the output
+        return (aten.zeros_like.default(a), *none)
+    d, e = (d1, d2) if offset >= 0 else (d2, d1)  # k runs along d; e gets a size-1 axis
+    rest = [p for p in range(a.dim()) if p not in (d1, d2)]  # g's leading axes, in a's order
+    moved = aten.permute.default(g, [rest.index(p) if p in rest else len(rest) for p in range(a.dim()) if p != e])
+    shape = list(a.shape)
+    shape[d] = n
+    spread = aten.expand.default(aten.unsqueeze.default(moved, e), shape)
+    if n < a.shape[d]:
+        along = [1] * a.dim()
+        along[d] = a.shape[d]
+        k = aten.minimum.default(_index(a.shape[d], g), aten.scalar_tensor.default(n - 1, dtype=torch.int64))
+        spread = aten.gather.default(spread, d, aten.expand.default(aten.view.default(k, along), list(a.shape)))
+    return (aten.where.self(_on_diagonal(a, offset, d1, d2), spread, _scalar(0.0, g)), *none)
+
+
+@derivative(aten.diagonal_scatter.default)
+def diagonal_scatter(g: Tensor, out: Tensor, a: Tensor, src: Tensor, offset: int = 0, dim1: int = 0,
+                     dim2: int = 1) -> tuple:  # fmt: skip
+    """``a`` with its diagonal replaced by ``src``: ``a`` gets g off the diagonal, ``src`` g's diagonal."""
+    d1, d2 = dim1 % a.dim(), dim2 % a.dim()
+    ga = aten.where.self(_on_diagonal(a, offset, d1, d2), _scalar(0.0, g), g)
+    return ga, aten.diagonal.default(g, offset, dim1, dim2), None, None, None
+
+
 def _unstride(g: Tensor, dim: int, step: int, room: int) -> Tensor:
     """``g`` with ``step - 1`` zeros after each entry along ``dim`` (a new axis of size ``step``,
     zero-padded, merged back), cut to ``room`` entries: the gradient of a step-1 slice."""
@@ -338,6 +510,31 @@ def gather(g: Tensor, out: Tensor, a: Tensor, dim: int, index: Tensor, sparse_gr
     hit = aten.eq.Tensor(aten.view.default(iota, along), index)
     zero = aten.scalar_tensor.default(0.0, dtype=g.dtype, device=g.device)
     return aten.where.self(hit, aten.expand.default(g, list(a.shape)), zero), None, None, None
+
+
+@derivative(aten.scatter_reduce.two)
+def scatter_reduce(g: Tensor, out: Tensor, x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str,
+                   include_self: bool = True) -> tuple:  # fmt: skip
+    """``out = x``, then ``out[.., index[i], ..] <reduce>= src[i]`` along ``dim`` (torch's
+    ``scatter_reduce_backward`` for sum and mean). Sum: x gets g, each src[i] the g of the entry
+    it went to, a gather. Mean: both divided by how many values that entry averaged (x's own value
+    counts with ``include_self``). Without ``include_self`` an entry that was scattered to forgot
+    x's value: zero gradient there. prod, amax and amin are left to torch."""
+    if reduce not in ("sum", "mean"):
+        raise NotImplementedError(f"scatter_reduce backward: the course handles sum and mean, not {reduce}")
+    if list(index.shape) != list(src.shape):
+        raise NotImplementedError("scatter_reduce backward: the course handles an index shaped like src")
+    gx, gsrc = g, aten.gather.default(g, dim, index)
+    if reduce == "sum" and include_self:
+        return gx, None, None, gsrc, None
+    hits = aten.scatter_add.default(aten.zeros_like.default(g), dim, index, aten.ones_like.default(src))
+    if reduce == "mean":
+        count = aten.add.Tensor(hits, 1.0) if include_self else hits
+        count = aten.where.self(aten.eq.Scalar(count, 0), _scalar(1.0, count), count)
+        gx, gsrc = aten.div.Tensor(g, count), aten.div.Tensor(gsrc, aten.gather.default(count, dim, index))
+    if not include_self:
+        gx = aten.where.self(aten.gt.Scalar(hits, 0), _scalar(0.0, g), gx)
+    return gx, None, None, gsrc, None
 
 
 def _picked(g: list, out: tuple, a: Tensor, dim: int) -> tuple:
