@@ -45,6 +45,10 @@ MULTI_CASES = {
     aten.split_with_sizes.default: lambda: (_d(3, 7), [2, 5], 1),
     aten.unbind.int: lambda: (_d(3, 4), 1),
     aten.max_pool2d_with_indices.default: lambda: (_d(2, 3, 7, 7), [3, 3], [2, 2], [1, 1]),
+    # the 3-d pools and adaptive max pooling (torch's module_db: nn.MaxPool3d, nn.AdaptiveMaxPool1d/2d/3d)
+    aten.max_pool3d_with_indices.default: lambda: (_d(2, 2, 5, 6, 5), [3, 2, 3], [2, 2, 1], [1, 0, 1]),
+    aten.adaptive_max_pool2d.default: lambda: (_d(2, 3, 7, 5), [3, 2]),
+    aten.adaptive_max_pool3d.default: lambda: (_d(1, 2, 5, 4, 6), [2, 3, 4]),
     aten.topk.default: lambda: (_d(5, 8), 3, 1), aten.sort.default: lambda: (_d(6, 4), 0, True),
     aten.max.dim: lambda: (_d(3, 5, 4), 1), aten.min.dim: lambda: (_d(3, 5, 4), -1, True),  # keepdim False / True
     aten._scaled_dot_product_flash_attention_for_cpu.default: lambda: (_d(2, 3, 5, 8), _d(2, 3, 7, 8), _d(2, 3, 7, 8)),
@@ -55,6 +59,8 @@ RULE_CASES.update({
     aten.embedding.default: lambda: (_d(10, 4), torch.tensor([[1, 3, 3], [0, 9, 1]])),
     aten._adaptive_avg_pool2d.default: lambda: (_d(2, 3, 6, 6), [2, 3]),
     aten.avg_pool2d.default: lambda: (_d(2, 3, 6, 6), [3, 3], [2, 2], [1, 1]),
+    aten._adaptive_avg_pool3d.default: lambda: (_d(2, 2, 5, 4, 6), [2, 3, 4]),
+    aten.avg_pool3d.default: lambda: (_d(1, 2, 5, 6, 5), [3, 2, 2], [2, 1, 2], [1, 1, 0], True, False),
     aten.constant_pad_nd.default: lambda: (_d(2, 3, 4, 5), [1, 2, 0, 1]),
     aten.lift_fresh_copy.default: lambda: (_d(3, 4),),  # a tensor constant of the model (Mistral's mask)
     aten.mul.Scalar: lambda: (_d(3, 4), 0.125),  # x * c, as CUDA's attention scaling reaches torch 2.11's trace
@@ -880,3 +886,91 @@ def test_custom_op_backward_that_writes_in_place_is_refused():
     fn = lambda x: _doubled(x.sin()) * x  # noqa: E731
     with pytest.raises(NotImplementedError, match="writes in place"):
         aot.joint_graph(fn, torch.randn(5, requires_grad=True))
+
+
+# The long tail: ops with neither a course rule nor a course decomposition, whose joint graph is
+# traced again with torch._decomp's entry borrowed (nn.CELU, nn.HuberLoss, nn.ReflectionPad2d and
+# nn.PReLU went to torch's AOT Autograd before; torch's module_db listed them).
+BORROWED_CASES = {
+    aten.celu.default: (lambda x: F.celu(x, alpha=0.7), lambda: (_d(3, 4),)),
+    aten.huber_loss.default: (lambda x, y: F.huber_loss(x, y, delta=0.5), lambda: (_d(3, 4), _d(3, 4))),
+    aten.reflection_pad2d.default: (lambda x: F.pad(x, (1, 2, 2, 1), mode="reflect") * 2, lambda: (_d(2, 3, 5, 5),)),
+    aten.hardshrink.default: (lambda x: F.hardshrink(x, 0.3), lambda: (_d(3, 4),)),
+    aten._prelu_kernel.default: (lambda x, w: F.prelu(x, w), lambda: (_d(2, 3, 4), _d(3))),
+}
+
+
+@pytest.mark.parametrize("op", sorted(BORROWED_CASES, key=str), ids=str)
+def test_ops_without_a_rule_borrow_torchs_decomposition(op):
+    fn, make = BORROWED_CASES[op]
+    torch.manual_seed(0)
+    args = [a.requires_grad_() for a in make()]
+    assert op not in DERIVATIVES and op not in decomp.DECOMPOSITIONS
+    joint = aot.joint_graph(fn, *args)
+    assert op in joint.borrowed
+    assert op not in {n.target for n in joint.graph.nodes}  # decomposed away, forward and backward
+    compiled = aot.aot_function(fn)
+    out = compiled(*args)
+    ref = fn(*args)
+    torch.testing.assert_close(out, ref)
+    grad = torch.randn_like(ref)
+    torch.testing.assert_close(torch.autograd.grad(out, args, grad), torch.autograd.grad(ref, args, grad))
+
+
+def test_the_courses_own_rules_come_first():
+    """silu has a course decomposition, mm a course rule: nothing is borrowed for them."""
+    x, w = _d(3, 4).requires_grad_(), _d(4, 5).requires_grad_()
+    assert aot.joint_graph(lambda x, w: F.silu(x @ w), x, w).borrowed == []
+
+
+def test_an_op_torch_cannot_decompose_still_names_itself():
+    """index_reduce has no rule and no entry in torch._decomp: the error names it (compile_fx then
+    hands the graph to torch's AOT Autograd)."""
+    x, src = _d(5, 3).requires_grad_(), _d(4, 3).requires_grad_()
+    index = torch.tensor([0, 2, 2, 4])
+    with pytest.raises(KeyError, match="no derivative rule for aten.index_reduce"):
+        aot.joint_graph(lambda x, s: x.index_reduce(0, index, s, "prod"), x, src)
+
+
+def test_borrowed_decompositions_are_recorded_by_the_backend():
+    from importlib import import_module
+
+    compile_fx = import_module("course_lib.inductor.compile_fx").compile_fx
+    record: list = []
+    torch._dynamo.reset()
+    fn = torch.compile(lambda x: F.celu(x).sum(), backend=lambda gm, ex: compile_fx(gm, ex, record=record))
+    x = torch.randn(4, 5, requires_grad=True)
+    fn(x).backward()
+    assert sorted(kind for kind, _ in record) == ["borrowed", "compiled", "compiled"], record  # no fallback
+    assert [what for kind, what in record if kind == "borrowed"] == ["aten.celu.default"]
+    torch.testing.assert_close(x.grad, torch.autograd.grad(F.celu(x).sum(), x)[0])
+
+
+def test_a_borrowed_decomposition_that_writes_in_place_is_refused():
+    """torch's complex() fills a new tensor through its .real and .imag views: not a functional
+    graph, so the error names it (compile_fx hands the graph to torch's AOT Autograd)."""
+    re, im = torch.randn(3, 4, requires_grad=True), torch.randn(3, 4, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="aten.complex.default writes in place"):
+        aot.joint_graph(torch.complex, re, im)
+
+
+@pytest.mark.parametrize(
+    "fn, grad_is_none",
+    [
+        (lambda x, t: F.hinge_embedding_loss(x, t), [False, True]),  # t is read by comparisons only
+        (lambda x, t: torch.sign(x) * 2 + t, [False, False]),  # sign's gradient is zeros, a tensor
+        (lambda x, t: x.argmax(1, keepdim=True).double() + t, [True, False]),  # through an index: no gradient
+        (lambda x, t: x * 3, [False, True]),  # t unused
+    ],
+    ids=["comparison", "sign", "argmax", "unused"],
+)
+def test_inputs_no_gradient_reaches_get_none_as_in_torch(fn, grad_is_none):
+    x = _d(4, 5).requires_grad_()
+    t = (torch.randint(0, 2, (4, 5)) * 2 - 1).double().requires_grad_()
+    compiled = aot.aot_function(fn)
+    for f in (fn, compiled):
+        out = f(x, t)
+        grads = torch.autograd.grad(out, (x, t), torch.ones_like(out), allow_unused=True)
+        assert [g is None for g in grads] == grad_is_none
+        for g in grads:
+            assert g is None or g.shape == x.shape

@@ -171,8 +171,9 @@ def _strict_compiled(fn, monkeypatch):
         (lambda x: x.index_select(0, torch.tensor([0])), ()),  # a 0-d tensor indexed as one element
         (lambda x: x.var(0), (0, 5)),  # fewer values than the correction: 0 / 0 is NaN (was 0 / -1 = -0.0)
         (lambda x: x.var(0), (1, 5)),
+        (lambda x: x.flip(1).reshape(-1) * 2, (0, 3)),  # no element to index (the flat index was split by 0)
     ],
-    ids=["t_of_1d", "mean_of_0d", "roll_of_empty", "index_select_of_0d", "var_of_none", "var_of_one"],
+    ids=["t_of_1d", "mean_of_0d", "roll_of_empty", "index_select_of_0d", "var_of_none", "var_of_one", "flip_of_empty"],
 )
 def test_decompositions_of_degenerate_shapes(fn, shape, monkeypatch):
     x = torch.randn(shape, requires_grad=True)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import torch
@@ -39,10 +39,12 @@ def _flat(out: Any) -> list:
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
-def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int]) -> tuple[list, list]:
+def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int],
+                  unreached: Collection[int] = ()) -> tuple[list, list]:  # fmt: skip
     """Run ``graph`` on ``primals`` and back-propagate ``tangents``; returns (outputs, grads).
 
-    ``grads`` has one entry per index in ``wrt`` (zeros when the output does not depend on it).
+    ``grads`` has one entry per index in ``wrt``, zeros when no rule sends a gradient to that input,
+    or None for an index in ``unreached`` (see :func:`no_gradient`).
     Raises KeyError naming the op when a node has no derivative rule.
     """
     env: dict[Node, Any] = {}
@@ -72,7 +74,7 @@ def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int]) -
             continue
         rule = DERIVATIVES.get(node.target) or _custom_op_rule(node.target)
         if rule is None:
-            raise KeyError(f"no derivative rule for {node.target} (node {node.name})")
+            raise MissingRule(node.target, node.name)
         args, kwargs = map_arg(node.args, env.get), map_arg(node.kwargs, env.get)
         wanted = ([isinstance(a, Node) and a in live for a in node.args],
                   {k: isinstance(a, Node) and a in live for k, a in node.kwargs.items()})  # fmt: skip
@@ -89,8 +91,45 @@ def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int]) -
                 if isinstance(a1, Node) and g1 is not None and a1 in live:
                     _accumulate(grad, a1, _in_dtype_of(g1, env[a1]))
     grads = [grad.get(placeholders[i], None) for i in wrt]
-    grads = [g if g is not None else aten.mul.Tensor(primals[i], 0.0) for g, i in zip(grads, wrt)]
+    grads = [aten.mul.Tensor(primals[i], 0.0) if g is None and i not in unreached else g for g, i in zip(grads, wrt)]
     return outputs, grads
+
+
+def no_gradient(aten_graph: Graph, wrt: list[int]) -> set[int]:
+    """The inputs in ``wrt`` that torch's autograd gives None: no output depends on them along float
+    (or complex) values of the ATen graph, only through a comparison, an index, or not at all.
+
+    Read on the graph *before* the course's decompositions, at the level where torch's autograd
+    records ops: ``sign(x)`` reaches its output through a float (its derivative formula gives
+    zeros, a tensor), although decomposed it is ``where(x > 0, 1, ...)``, comparisons only.
+    """
+
+    def floating(v) -> bool:
+        return any(isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+                   for t in (v if isinstance(v, (tuple, list)) else [v]))  # fmt: skip
+
+    placeholders = [n for n in aten_graph.nodes if n.op == "placeholder"]
+    outputs = set(_flat(aten_graph.output_node().args[0]))
+    none = set()
+    for i in wrt:
+        seen, stack = set(), [placeholders[i]]
+        while stack:
+            n = stack.pop()
+            if n not in seen:
+                seen.add(n)
+                stack.extend(u for u in n.users if u.op == "call_function" and u.target is not aten.detach.default
+                             and floating(u.meta.get("val")))  # fmt: skip
+        if not seen & outputs:
+            none.add(i)
+    return none
+
+
+class MissingRule(KeyError):
+    """A node on the gradient path whose op has no derivative rule (``.op`` names it)."""
+
+    def __init__(self, op, node_name: str):
+        super().__init__(f"no derivative rule for {op} (node {node_name})")
+        self.op = op
 
 
 def _custom_op_rule(op) -> Callable | None:
@@ -171,7 +210,8 @@ class Joint:
     """A joint graph and how to read its inputs and outputs.
 
     ``graph``: placeholders ``primals_*`` then ``tangents_*``; output ``(*outputs, *grads)``.
-    ``wrt``: which primals get a gradient (in order); ``forward``: the primitive forward graph.
+    ``wrt``: which primals get a gradient (in order; one no gradient reaches is left out, and gets
+    None); ``forward``: the primitive forward graph.
     ``num_outputs`` counts every forward output: the function's own, then one updated value per
     input in ``mutated`` (those have no tangent: nothing differentiates a running mean).
     """
@@ -182,6 +222,7 @@ class Joint:
     wrt: list[int]
     forward: Graph
     mutated: list[int] = dataclasses.field(default_factory=list)
+    borrowed: list = dataclasses.field(default_factory=list)  # ops decomposed with torch's table (joint_graph)
 
     @property
     def num_user_outputs(self) -> int:
@@ -217,25 +258,62 @@ def joint_graph(fn: Callable, *args: Any, wrt: list[int] | None = None) -> Joint
 
     Gradients are taken for the inputs that ``requires_grad`` (all float tensors if none do),
     or for the indices in ``wrt``. The tangents have the outputs' shapes.
+
+    The long tail: the course writes derivative rules for primitives and a few dozen ops, torch has
+    rules for every op. When a node on the gradient path has no rule and no course decomposition
+    (``celu``, ``huber_loss``, ``reflection_pad2d``...), but torch's own table (``torch._decomp``)
+    has one, the trace starts again with that entry borrowed: the op becomes ops that do have
+    rules. Inductor does the same, starting from ``core_aten_decompositions()`` and adding its own.
+    ``Joint.borrowed`` lists what was borrowed; an op torch cannot decompose still raises
+    :class:`MissingRule`.
     """
+    table, borrowed = decomp.DECOMPOSITIONS, []
+    while True:
+        try:
+            joint = _joint_graph(fn, args, wrt, table)
+        except MissingRule as exc:
+            entry = decomp.torch_decomposition(exc.op)
+            if entry is None or exc.op in table:
+                raise
+            table, borrowed = {**table, exc.op: entry}, [*borrowed, exc.op]
+            continue
+        writes = [n.target for n in joint.forward.nodes
+                  if n.op == "call_function" and getattr(getattr(n.target, "_schema", None), "is_mutable", False)]  # fmt: skip
+        if writes:  # torch's complex() fills a new tensor through .real and .imag views
+            raise NotImplementedError(f"torch's decomposition of {', '.join(map(str, borrowed))} writes in place "
+                                      f"({writes[0]}); course_lib.aot traces functional graphs only")  # fmt: skip
+        joint.borrowed = borrowed
+        return joint
+
+
+def _joint_graph(fn: Callable, args: tuple, wrt: list[int] | None, table: dict) -> Joint:
     from course_lib.aot.functionalize import functionalize
 
     plain = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
     wrt = _wanted(args) if wrt is None else list(wrt)
     func = functionalize(fn, *plain)  # no in-place ops, no views written through, inputs untouched
-    forward = decomp.trace(func.fn, *plain)
+    forward = decomp.trace(func.fn, *plain, table=table)
     tangents = [torch.ones_like(o) for o in func.example_outputs]
     n, n_out = len(plain), func.num_outputs + len(func.mutated)
+    reached: list[int] = []
 
     def joint(*flat):
-        outs, grads = backward_pass(forward, list(flat[:n]), list(flat[n:]), wrt)
-        return (*outs, *grads)
+        outs, grads = backward_pass(forward, list(flat[:n]), list(flat[n:]), wrt, unreached=unreached)
+        reached[:] = [i for i, g in zip(wrt, grads) if g is not None]
+        return (*outs, *(g for g in grads if g is not None))
 
-    graph = decomp.trace(joint, *plain, *tangents)
+    unreached = set(wrt)  # first try: every input no rule reaches gets None
+    graph = decomp.trace(joint, *plain, *tangents, table=table)
+    if len(reached) < len(wrt):  # some did: which of them torch gives None (rare; one more trace)
+        unreached = no_gradient(decomp.trace(func.fn, *plain, table={}), wrt)
+        if set(wrt) - set(reached) - unreached:
+            graph = decomp.trace(joint, *plain, *tangents, table=table)
     graph.eliminate_dead_code()
     _trim_output_masks(graph)
     _rename_placeholders(graph, n)
-    return Joint(graph, n, n_out, wrt, forward, func.mutated)
+    # an input no gradient reaches (hinge_embedding_loss's target, read by a comparison only) has no
+    # output in the joint graph, and gets None in backward, as in torch
+    return Joint(graph, n, n_out, reached, forward, func.mutated)
 
 
 # Multi-output backward externs that take an ``output_mask``: which gradients to compute at all.

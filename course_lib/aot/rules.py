@@ -679,26 +679,53 @@ def constant_pad_nd(g: Tensor, out: Tensor, x: Tensor, pad, value: float = 0) ->
     return g, None, None
 
 
-@derivative(aten.max_pool2d_with_indices.default)
-def max_pool2d_with_indices(g: list, out: tuple, x: Tensor, kernel_size, stride=(), padding=(0,), dilation=(1,),
-                            ceil_mode: bool = False) -> tuple:  # fmt: skip
-    """Two outputs (values, indices): only the values carry a gradient, to the max's position."""
-    gx = aten.max_pool2d_with_indices_backward.default(g[0], x, kernel_size, stride, padding, dilation, ceil_mode,
-                                                       out[1])  # fmt: skip
-    return gx, None, None, None, None, None
+def _max_pool(backward) -> Callable:
+    """The rule of ``max_pool{2,3}d_with_indices``: two outputs (values, indices); only the values carry
+    a gradient, to the max's position, which ``backward`` (a library scatter) reads from the indices."""
+
+    def rule(g: list, out: tuple, x: Tensor, kernel_size, stride=(), padding=(0,), dilation=(1,),
+             ceil_mode: bool = False) -> tuple:  # fmt: skip
+        gx = backward(g[0], x, kernel_size, stride, padding, dilation, ceil_mode, out[1])
+        return gx, None, None, None, None, None
+
+    return rule
 
 
-@derivative(aten._adaptive_avg_pool2d.default)
-def adaptive_avg_pool2d(g: Tensor, out: Tensor, x: Tensor, output_size) -> tuple:
-    return aten._adaptive_avg_pool2d_backward.default(g, x), None
+def _avg_pool(backward) -> Callable:
+    """The rule of ``avg_pool{2,3}d``: each window's mean spreads its gradient evenly back over the window."""
+
+    def rule(g: Tensor, out: Tensor, x: Tensor, kernel_size, stride=(), padding=(0,), ceil_mode: bool = False,
+             count_include_pad: bool = True, divisor_override=None) -> tuple:  # fmt: skip
+        gx = backward(g, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+        return gx, None, None, None, None, None, None
+
+    return rule
 
 
-@derivative(aten.avg_pool2d.default)
-def avg_pool2d(g: Tensor, out: Tensor, x: Tensor, kernel_size, stride=(), padding=(0,), ceil_mode: bool = False,
-               count_include_pad: bool = True, divisor_override=None) -> tuple:  # fmt: skip
-    gx = aten.avg_pool2d_backward.default(g, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                                          divisor_override)  # fmt: skip
-    return gx, None, None, None, None, None, None
+def _adaptive_avg_pool(backward) -> Callable:
+    def rule(g: Tensor, out: Tensor, x: Tensor, output_size) -> tuple:
+        return backward(g, x), None
+
+    return rule
+
+
+def _adaptive_max_pool(backward) -> Callable:
+    """``adaptive_max_pool{2,3}d``: (values, indices) as max pooling, the windows set by the sizes."""
+
+    def rule(g: list, out: tuple, x: Tensor, output_size) -> tuple:
+        return backward(g[0], x, out[1]), None
+
+    return rule
+
+
+derivative(aten.max_pool2d_with_indices.default)(_max_pool(aten.max_pool2d_with_indices_backward.default))
+derivative(aten.max_pool3d_with_indices.default)(_max_pool(aten.max_pool3d_with_indices_backward.default))
+derivative(aten.avg_pool2d.default)(_avg_pool(aten.avg_pool2d_backward.default))
+derivative(aten.avg_pool3d.default)(_avg_pool(aten.avg_pool3d_backward.default))
+derivative(aten._adaptive_avg_pool2d.default)(_adaptive_avg_pool(aten._adaptive_avg_pool2d_backward.default))
+derivative(aten._adaptive_avg_pool3d.default)(_adaptive_avg_pool(aten._adaptive_avg_pool3d_backward.default))
+derivative(aten.adaptive_max_pool2d.default)(_adaptive_max_pool(aten.adaptive_max_pool2d_backward.default))
+derivative(aten.adaptive_max_pool3d.default)(_adaptive_max_pool(aten.adaptive_max_pool3d_backward.default))
 
 
 def _upsample(backward) -> Callable:

@@ -11,6 +11,7 @@ API::
     register(*ops)            decorator adding an entry
     decompose(graph, *example_inputs, table=None) -> Graph   only primitives left (checked)
     trace(fn, *args, table=None) -> Graph   ATen graph of fn (make_fx), decomposed with ``table``
+    torch_decomposition(op) -> fn | None    torch's own entry for op (what course_lib.aot borrows)
     non_primitive(graph) -> [op names]      ops in the graph that are not primitives
     primitive_counts(graph) -> {"pointwise": n, "reduction": n, "view": n, "extern": n, "aten": n}
 
@@ -36,7 +37,7 @@ from course_lib.decomp import table as _table
 from course_lib.decomp.table import DECOMPOSITIONS, FUSED_ATTENTION, KIND, PRIMITIVES, fused_attention, kind, register
 
 __all__ = ["BEFORE_DISPATCH", "DECOMPOSITIONS", "FUSED_ATTENTION", "KIND", "PRIMITIVES", "decompose", "fused_attention", "kind", "non_primitive",
-           "primitive_counts", "register", "trace"]  # fmt: skip
+           "primitive_counts", "register", "torch_decomposition", "trace"]  # fmt: skip
 
 
 def trace(fn: Callable, *args: Any, table: dict | None = None):
@@ -55,6 +56,17 @@ def trace(fn: Callable, *args: Any, table: dict | None = None):
             return fn(*a)
 
     return from_torch_fx(compat.make_fx(traced, *args, decompositions=table))
+
+
+def torch_decomposition(op) -> Callable | None:
+    """torch's own decomposition of ``op`` (``torch._decomp.decomposition_table``), or None.
+
+    course_lib.aot borrows one when an op on the gradient path has neither a derivative rule nor
+    an entry in the course's table (see :func:`course_lib.aot.joint_graph`).
+    """
+    from torch._decomp import decomposition_table
+
+    return decomposition_table.get(op)
 
 
 def one_hot(x: torch.Tensor, num_classes: int = -1):

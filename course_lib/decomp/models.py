@@ -148,12 +148,12 @@ def select_scatter(base: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
     return aten.where.self(_window(base, dim, index % base.shape[dim], 1), spread, base)
 
 
-@register(aten._adaptive_avg_pool2d.default)
-def adaptive_avg_pool2d(x: Tensor, output_size: list[int]) -> Tensor:
-    """To 1x1 only (global average pooling); other sizes stay an op with a derivative rule."""
-    if list(output_size) != [1, 1]:
+@register(aten._adaptive_avg_pool2d.default, aten._adaptive_avg_pool3d.default)
+def adaptive_avg_pool(x: Tensor, output_size: list[int]) -> Tensor:
+    """To 1x1 (1x1x1) only (global average pooling); other sizes stay an op with a derivative rule."""
+    if any(size != 1 for size in output_size):
         return NotImplemented
-    return aten.mean.dim(x, [-2, -1], True)
+    return aten.mean.dim(x, list(range(-len(output_size), 0)), True)
 
 
 @register(aten.alias.default)
@@ -456,3 +456,24 @@ def scatter_value(x: Tensor, dim: int, index: Tensor, value: float) -> Tensor:
     count = aten.sum.dim_IntList(aten._to_copy.default(hot, dtype=torch.int64), [len(lead)], False)  # (.., n)
     hit = aten.permute.default(aten.gt.Scalar(count, 0), [last.index(d) for d in range(x.dim())])
     return aten.where.self(hit, _scalar(value, x), x)
+
+
+@register(aten._trilinear.default)
+def trilinear(i1: Tensor, i2: Tensor, i3: Tensor, expand1, expand2, expand3, sumdim, unroll_dim: int = 1) -> Tensor:
+    """``nn.Bilinear``'s kernel, ``y[b, o] = sum_ij x1[b, i] W[o, i, j] x2[b, j]``: each operand gets
+    size-1 dims at its ``expand`` positions, the three are multiplied and ``sumdim`` summed away.
+
+    Written as one einsum, one letter per dim, an operand's expanded dims left out of its subscript.
+    torch's einsum contracts two operands at a time with bmm (``sumproduct_pair``, which torch's
+    own ``_trilinear`` kernel uses too), so the (b, o, i, j) product is never built.
+    ``unroll_dim`` only chooses a loop order in torch's kernel.
+    """
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    n = i1.dim() + len(expand1)
+    if n > len(letters):
+        return NotImplemented
+
+    def sub(skip) -> str:
+        return "".join(letters[d] for d in range(n) if d not in set(skip))
+
+    return torch.einsum(f"{sub(expand1)},{sub(expand2)},{sub(expand3)}->{sub(sumdim)}", i1, i2, i3)

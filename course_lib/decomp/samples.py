@@ -101,6 +101,9 @@ SAMPLES.update({  # the entries of course_lib.decomp.models (ops real models rea
     aten.slice_scatter.default: lambda g: ((_r(g, 4, 6), _r(g, 4, 3), 1, 2, 5), {}),
     aten.select_scatter.default: lambda g: ((_r(g, 4, 6), _r(g, 4), 1, -2), {}),
     aten._adaptive_avg_pool2d.default: lambda g: ((_r(g, 2, 3, 5, 4), [1, 1]), {}),
+    aten._adaptive_avg_pool3d.default: lambda g: ((_r(g, 2, 3, 4, 5, 3), [1, 1, 1]), {}),
+    # nn.Bilinear(5, 4, 3) on a batch of 6: x1 (6, 5), W (3, 5, 4), x2 (6, 4) -> (6, 3)
+    aten._trilinear.default: lambda g: ((_r(g, 6, 5), _r(g, 3, 5, 4), _r(g, 6, 4), [1, 3], [0], [1, 2], [2, 3]), {}),
     aten.alias.default: _x,
     aten.repeat.default: lambda g: ((_r(g, 2, 3), [2, 1, 3]), {}),
     aten._safe_softmax.default: lambda g: ((_r(g, 4, 6).masked_fill(torch.arange(6) < 6 * (torch.arange(4) == 1)[:, None], float('-inf')), 1), {}),

@@ -372,7 +372,12 @@ def _course_aot(gm, example_inputs, fusion, codegen, record):
 
         return run_and_copy_back
     comp = course_aot_compiler(fusion, codegen, record)
-    return aot.aot_compile(gm, args, comp, comp).run
+    compiled = aot.aot_compile(gm, args, comp, comp)
+    for op in compiled.joint.borrowed:  # no course rule or entry: torch's decomposition of it was used
+        log.info("course_lib.aot: %s decomposed with torch._decomp's entry (no course rule)", op)
+        if record is not None:
+            record.append(("borrowed", str(op)))
+    return compiled.run
 
 
 def _compile_dynamic(gm, args, dynamic_dims: dict, fusion, codegen, record):

@@ -367,6 +367,8 @@ def simplify_index(expr, ranges: dict):
 
 def decompose(expr: sympy.Expr, shape, ranges: dict) -> list[sympy.Expr]:
     """Per-dimension indices of the contiguous flat index ``expr`` into ``shape``."""
+    if any(is_static(size) and int(size) == 0 for size in shape):
+        return [sympy.Integer(0)] * len(shape)  # no element: the index is never read (and // 0 would raise)
     out = []
     for d in range(len(shape) - 1, -1, -1):
         if shape[d] == 1:
