@@ -152,3 +152,36 @@ def configure_triton() -> None:
     if not has_cuda():
         os.environ.setdefault("TRITON_INTERPRET", "1")
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        interpret_triton_language()
+
+
+def interpret_triton_language() -> int:
+    """Make triton.language's own ``@triton.jit`` helpers runnable in the interpreter, when triton
+    was imported before course_lib (and so before ``TRITON_INTERPRET=1`` was set).
+
+    ``@triton.jit`` reads the mode when it decorates: imported first, ``tl.sum``, ``tl.max`` and
+    their combine functions (``triton/language/standard.py``) are compiled-mode ``JITFunction``
+    objects, and the interpreter refuses to call one ("Cannot call @triton.jit'd outside of the
+    scope of a kernel"). ``torch.testing._internal`` imports triton, for one. Each such module
+    attribute is replaced by the interpreter's wrapper of the same Python function, what the
+    import would have made in interpreter mode. Returns how many were replaced (0 when triton
+    was not imported yet, the usual case). Member calls (``x.sum(1)``) keep the old function.
+    """
+    import sys
+
+    if "triton.language" not in sys.modules:
+        return 0
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    made: dict[int, object] = {}
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("triton.language") or module is None:
+            continue
+        for attr, value in list(vars(module).items()):
+            if type(value) is JITFunction:
+                if id(value) not in made:
+                    made[id(value)] = InterpretedFunction(value.fn)
+                setattr(module, attr, made[id(value)])
+    return len(made)

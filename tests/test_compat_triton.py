@@ -139,3 +139,35 @@ def test_triton_static_launcher_needs_a_cuda_torch():
 
 def test_triton_cooperative_launch():
     assert compat.triton_cooperative_launch(), "CUDAOptions lost launch_cooperative_grid"
+
+
+@pytest.mark.skipif(course_lib.env.has_cuda(), reason="interpreter only")
+def test_triton_imported_before_course_lib(tmp_path):
+    """triton imported first (torch.testing._internal does it) made tl.sum a compiled-mode JITFunction,
+    which the interpreter refuses to call; importing course_lib now swaps in the interpreter's
+    wrappers. A kernel with a reduction runs, and Triton's compiler still gives PTX for it."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "rowsum_kernel.py").write_text(
+        "import triton, triton.language as tl\n"
+        "@triton.jit\n"
+        "def rowsum(x_ptr, out_ptr, BLOCK: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK)\n"
+        "    tl.store(out_ptr, tl.sum(tl.load(x_ptr + offs), axis=0) + tl.max(tl.load(x_ptr + offs), axis=0))\n"
+    )
+    code = (
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import os; os.environ.pop('TRITON_INTERPRET', None); "
+        "import triton.language, torch, course_lib, rowsum_kernel as k; "
+        "x = torch.randn(16); out = torch.empty(1); k.rowsum[(1,)](x, out, BLOCK=16); "
+        "torch.testing.assert_close(out[0], x.sum() + x.max()); "
+        "from course_lib.triton import compile_stages; "
+        "s = compile_stages(k.rowsum, {'x_ptr': '*fp32', 'out_ptr': '*fp32', 'BLOCK': 'constexpr'}, {'BLOCK': 16}); "
+        "print(sorted(s))"
+    )
+    env = {**os.environ, "COURSE_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(tmp_path)}
+    env.pop("TRITON_INTERPRET", None)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert res.returncode == 0, res.stderr[-1500:]
+    assert "'ptx'" in res.stdout
