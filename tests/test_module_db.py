@@ -64,12 +64,12 @@ def _observe(module, inputs, fn) -> tuple:
     return [o.detach() for o in outs], list(grads), [b.detach().clone() for b in module.buffers()]
 
 
-def _sample(name: str):
+def _sample(name: str, device: str = "cpu"):
     info = _infos()[name]
-    inputs = info.module_inputs_func(info, device="cpu", dtype=torch.float32, requires_grad=True, training=True)
+    inputs = info.module_inputs_func(info, device=device, dtype=torch.float32, requires_grad=True, training=True)
     first = inputs[0]
     torch.manual_seed(0)
-    module = info.module_cls(*first.constructor_input.args, **first.constructor_input.kwargs).train()
+    module = info.module_cls(*first.constructor_input.args, **first.constructor_input.kwargs).to(device).train()
     if info.is_lazy:  # materialise the parameters once, so every copy starts from the same ones
         _observe(module, first.forward_input, module)
     return module, first.forward_input
@@ -82,22 +82,28 @@ def _names() -> list[str]:
         return []
 
 
-@pytest.mark.parametrize("name", _names())
-def test_module_matches_eager(name):
+def compare(name: str, codegen: str = "python", device: str = "cpu") -> tuple[str, list, int]:
+    """The module's first sample compiled against eager: (what differs or '', fallbacks, graphs).
+    ``device/module_db_gpu.py`` runs the same on a GPU with the Triton code generator."""
     compile_fx = import_module("course_lib.inductor.compile_fx").compile_fx
-    module, inputs = _sample(name)
+    module, inputs = _sample(name, device)
     eager_copy, compiled_copy = copy.deepcopy(module), copy.deepcopy(module)
     expected = _observe(eager_copy, inputs, eager_copy)
     record: list = []
 
     def backend(gm, example_inputs):
         record.append(("graph", None))
-        return compile_fx(gm, example_inputs, codegen="python", record=record)
+        return compile_fx(gm, example_inputs, codegen=codegen, record=record)
 
     torch._dynamo.reset()
     got = _observe(compiled_copy, inputs, torch.compile(compiled_copy, backend=backend))
-    assert not _same(expected, got), _same(expected, got)
     fallbacks = [f"{kind}: {what}" for kind, what in record if kind in ("fallback", "aot-fallback")]
+    return _same(expected, got), fallbacks, sum(kind == "graph" for kind, _ in record)
+
+
+@pytest.mark.parametrize("name", _names())
+def test_module_matches_eager(name):
+    diff, fallbacks, graphs = compare(name)
+    assert not diff, diff
     assert not fallbacks, fallbacks
-    graphs = sum(kind == "graph" for kind, _ in record)
     assert (graphs == 0) == (name in NO_GRAPH), f"{graphs} graphs; NO_GRAPH says {NO_GRAPH.get(name)!r}"
