@@ -82,8 +82,16 @@ RULE_CASES.update({
     aten._grouped_mm.default: lambda: (_d(8, 4).float(), _d(3, 4, 8).float(), torch.tensor([3, 3, 8], dtype=torch.int32)),
 })  # fmt: skip
 
+# masked and indexed assignment (op_db's index_put, x[mask] = v in models): one index, accumulated into
+# with repeats, a bool mask with a broadcast 0-d value
+RULE_CASES.update({
+    aten.index_put.default: lambda: (_d(5, 4), [torch.tensor([1, 3])], _d(2, 4)),
+    "index_put_accumulate": lambda: (_d(5, 4), [None, torch.tensor([0, 2, 0])], _d(5, 3), True),
+    "index_put_mask": lambda: (_d(5, 4), [torch.tensor([True, False, True, True, False])], torch.randn((), dtype=torch.float64)),
+})  # fmt: skip
+
 #: the op each named case (a second case of one op) calls
-NAMED = {"depthwise": aten.convolution.default, "bilinear_align_corners": aten.upsample_bilinear2d.default,
+NAMED = {"index_put_accumulate": aten.index_put.default, "index_put_mask": aten.index_put.default, "depthwise": aten.convolution.default, "bilinear_align_corners": aten.upsample_bilinear2d.default,
          "bicubic_scales": aten.upsample_bicubic2d.default, "negative_pad": aten.constant_pad_nd.default,
          "crop_and_pad": aten.constant_pad_nd.default, "cumsum_last_dim": aten.cumsum.default}  # fmt: skip
 

@@ -127,9 +127,10 @@ def no_gradient(aten_graph: Graph, wrt: list[int]) -> set[int]:
 class MissingRule(KeyError):
     """A node on the gradient path whose op has no derivative rule (``.op`` names it)."""
 
-    def __init__(self, op, node_name: str):
-        super().__init__(f"no derivative rule for {op} (node {node_name})")
-        self.op = op
+    def __init__(self, op, node_name: str, borrowed: list | None = None):
+        via = f", from torch's decomposition of {', '.join(map(str, borrowed))}" if borrowed else ""
+        super().__init__(f"no derivative rule for {op} (node {node_name}{via})")
+        self.op, self.node_name = op, node_name
 
 
 def _custom_op_rule(op) -> Callable | None:
@@ -274,6 +275,8 @@ def joint_graph(fn: Callable, *args: Any, wrt: list[int] | None = None) -> Joint
         except MissingRule as exc:
             entry = decomp.torch_decomposition(exc.op)
             if entry is None or exc.op in table:
+                if borrowed:  # say where the op came from: prims.lgamma from torch's entry for aten.lgamma
+                    raise MissingRule(exc.op, exc.node_name, borrowed) from None
                 raise
             table, borrowed = {**table, exc.op: entry}, [*borrowed, exc.op]
             continue

@@ -489,6 +489,17 @@ def _unstride(g: Tensor, dim: int, step: int, room: int) -> Tensor:
     return aten.slice.Tensor(out, dim, 0, room) if merged[dim] > room else out
 
 
+@derivative(aten.index_put.default)
+def index_put(g: Tensor, out: Tensor, x: Tensor, indices, values: Tensor, accumulate: bool = False) -> tuple:
+    """``x[indices] = values`` (``+=`` with ``accumulate``), as a functional op: a masked assignment
+    in a model, ``index_put_`` after functionalization. ``x``'s entries that were overwritten did
+    not reach the output, so their gradient is 0; added to, they pass ``g`` on unchanged. ``values``
+    gets ``g`` read back at the same positions, summed where it was broadcast (torch's formula in
+    derivatives.yaml; with repeated indices every copy gets it, as there)."""
+    gx = g if accumulate else aten.index_put.default(g, indices, _scalar(0.0, g), False)
+    return gx, None, sum_to(aten.index.Tensor(g, indices), values.shape), None
+
+
 @derivative(aten.gather.default)
 def gather(g: Tensor, out: Tensor, a: Tensor, dim: int, index: Tensor, sparse_grad: bool = False) -> tuple:
     """One element picked per position along ``dim`` (index size 1 there): a one-hot where.
