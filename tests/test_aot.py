@@ -982,3 +982,29 @@ def test_inputs_no_gradient_reaches_get_none_as_in_torch(fn, grad_is_none):
         assert [g is None for g in grads] == grad_is_none
         for g in grads:
             assert g is None or g.shape == x.shape
+
+
+@pytest.mark.parametrize("index_shape", [(6, 9), (4, 3)], ids=["many_picks", "smaller_index"])
+def test_gather_gradient_by_scatter_add(index_shape, monkeypatch):
+    """Beyond the one-hot's size limit, or with an index smaller than the input off ``dim``, the
+    gather's gradient is torch's scatter_add (an extern), where torch's AOT Autograd took the graph."""
+    from importlib import import_module
+
+    from course_lib.aot import rules
+
+    monkeypatch.setattr(rules, "GATHER_ONE_HOT_LIMIT", 0)
+    compile_fx = import_module("course_lib.inductor.compile_fx").compile_fx
+    torch.manual_seed(0)
+    a = torch.randn(6, 5, requires_grad=True)
+    index = torch.randint(0, 5, index_shape)
+    record: list = []
+    torch._dynamo.reset()
+    fn = torch.compile(
+        lambda a: torch.gather(a, 1, index).sin(), backend=lambda gm, ex: compile_fx(gm, ex, record=record)
+    )
+    out = fn(a)
+    cot = torch.randn_like(out)
+    (got,) = torch.autograd.grad(out, a, cot)
+    (want,) = torch.autograd.grad(torch.gather(a, 1, index).sin(), a, cot)
+    torch.testing.assert_close(got, want)
+    assert sorted(kind for kind, _ in record) == ["compiled", "compiled"], record

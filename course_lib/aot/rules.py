@@ -510,8 +510,8 @@ def gather(g: Tensor, out: Tensor, a: Tensor, dim: int, index: Tensor, sparse_gr
     """
     dim = dim % a.dim()
     others = [s for i, s in enumerate(a.shape) if i != dim]
-    if [s for i, s in enumerate(index.shape) if i != dim] != others:
-        raise NotImplementedError("gather backward: the course handles an index shaped like the input off dim")
+    if [s for i, s in enumerate(index.shape) if i != dim] != others:  # a smaller index: torch's scatter_add
+        return _scatter_add(g, a, dim, index), None, None, None
     if index.shape[dim] != 1:
         return _gather_many(g, a, dim, index), None, None, None
     along = [1] * a.dim()
@@ -593,16 +593,23 @@ def max_dim(g: list, out: tuple, a: Tensor, dim: int, keepdim: bool = False) -> 
 GATHER_ONE_HOT_LIMIT = 1 << 24
 
 
+def _scatter_add(g: Tensor, a: Tensor, dim: int, index: Tensor) -> Tensor:
+    """The gather's gradient as torch computes it, ``zeros(a.shape).scatter_add(dim, index, g)``: a
+    library kernel (an extern to the backend), for what the one-hot below cannot do cheaply."""
+    zeros = aten.zeros.default(list(a.shape), dtype=g.dtype, device=g.device)
+    return aten.scatter_add.default(zeros, dim, index, g)
+
+
 def _gather_many(g: Tensor, a: Tensor, dim: int, index: Tensor) -> Tensor:
     """Gradient of a gather with m picks per row: ``ga[.., i] = sum_j g[.., j] * (index[.., j] == i)``.
 
     With ``dim`` moved last, index ``(.., m)`` against ``iota(n)`` gives an ``(.., m, n)`` one-hot;
     g, spread along n and kept where it is hot, summed over m: a scatter-add in primitives, at
-    the cost of m x n work per row (refused beyond :data:`GATHER_ONE_HOT_LIMIT` entries).
+    the cost of m x n work per row (beyond :data:`GATHER_ONE_HOT_LIMIT` entries, :func:`_scatter_add`).
     """
     n, m = a.shape[dim], index.shape[dim]
     if index.numel() * n > GATHER_ONE_HOT_LIMIT:
-        raise NotImplementedError(f"gather backward: a one-hot of {index.numel() * n} entries is too large")
+        return _scatter_add(g, a, dim, index)
     last = [d for d in range(a.dim()) if d != dim] + [dim]
     back = [last.index(d) for d in range(a.dim())]
     idx, gl = aten.permute.default(index, last), aten.permute.default(g, last)
