@@ -90,6 +90,46 @@ RULE_CASES.update({
     "index_put_mask": lambda: (_d(5, 4), [torch.tensor([True, False, True, True, False])], torch.randn((), dtype=torch.float64)),
 })  # fmt: skip
 
+
+def _with_nan(x: torch.Tensor) -> torch.Tensor:
+    x = x.clone()
+    x.view(-1)[::3] = float("nan")
+    return x
+
+
+prims = torch.ops.prims
+# piecewise-constant and modular ops, erfc, log10, lgamma, fmax/fmin; and the prims versions that
+# torch._decomp's entries are written in (checked against the ATen op's autograd: AUTOGRAD_TWIN)
+RULE_CASES.update({
+    aten.erfc.default: lambda: (_d(3, 4),), aten.log10.default: lambda: (_d(3, 4, pos=True),),
+    aten.lgamma.default: lambda: (_d(3, 4, pos=True),),
+    aten.floor.default: lambda: (_d(3, 4),), aten.ceil.default: lambda: (_d(3, 4),),
+    aten.round.default: lambda: (_d(3, 4),), aten.trunc.default: lambda: (_d(3, 4),),
+    aten.frac.default: lambda: (_d(3, 4),),
+    aten.remainder.Tensor: lambda: (_d(3, 4), _d(4, pos=True)), aten.remainder.Scalar: lambda: (_d(3, 4), 0.7),
+    aten.fmod.Tensor: lambda: (_d(3, 4), _d(3, 1, pos=True)), aten.fmod.Scalar: lambda: (_d(3, 4), -0.7),
+    aten.fmax.default: lambda: (_d(3, 4), _with_nan(_d(3, 4))), aten.fmin.default: lambda: (_with_nan(_d(4)), _d(3, 4)),
+    prims.add.default: lambda: (_d(3, 4), _d(3, 4)), prims.sub.default: lambda: (_d(3, 4), _d(3, 4)),
+    prims.mul.default: lambda: (_d(3, 4), _d(3, 4)), prims.div.default: lambda: (_d(3, 4), _d(3, 4, pos=True)),
+    prims.where.default: lambda: (_d(3, 4) > 0, _d(3, 4), _d(3, 4)),
+    prims.erfc.default: lambda: (_d(3, 4),), prims.log10.default: lambda: (_d(3, 4, pos=True),),
+    prims.lgamma.default: lambda: (_d(3, 4, pos=True),),
+    prims.floor.default: lambda: (_d(3, 4),), prims.ceil.default: lambda: (_d(3, 4),),
+    prims.round.default: lambda: (_d(3, 4),), prims.trunc.default: lambda: (_d(3, 4),),
+    prims.remainder.default: lambda: (_d(3, 4), _d(3, 4, pos=True)), prims.fmod.default: lambda: (_d(3, 4), _d(3, 4, pos=True)),
+    prims.fmax.default: lambda: (_d(3, 4), _with_nan(_d(3, 4))), prims.fmin.default: lambda: (_d(3, 4), _d(3, 4)),
+})  # fmt: skip
+#: prims ops have no autograd formula: their rule is checked against the ATen op's autograd
+AUTOGRAD_TWIN = {
+    prims.add.default: aten.add.Tensor, prims.sub.default: aten.sub.Tensor,
+    prims.mul.default: aten.mul.Tensor, prims.div.default: aten.div.Tensor, prims.where.default: aten.where.self,
+    prims.erfc.default: aten.erfc.default, prims.log10.default: aten.log10.default,
+    prims.lgamma.default: aten.lgamma.default, prims.floor.default: aten.floor.default,
+    prims.ceil.default: aten.ceil.default, prims.round.default: aten.round.default,
+    prims.trunc.default: aten.trunc.default, prims.remainder.default: aten.remainder.Tensor,
+    prims.fmod.default: aten.fmod.Tensor, prims.fmax.default: aten.fmax.default, prims.fmin.default: aten.fmin.default,
+}  # fmt: skip
+
 #: the op each named case (a second case of one op) calls
 NAMED = {"index_put_accumulate": aten.index_put.default, "index_put_mask": aten.index_put.default, "depthwise": aten.convolution.default, "bilinear_align_corners": aten.upsample_bilinear2d.default,
          "bicubic_scales": aten.upsample_bicubic2d.default, "negative_pad": aten.constant_pad_nd.default,
@@ -185,7 +225,7 @@ def test_rule_matches_autograd_float64(op):
     args = [a.requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
             for a in RULE_CASES[op]()]  # fmt: skip
     target = NAMED.get(op, op)
-    out = target(*args)
+    out = AUTOGRAD_TWIN.get(target, target)(*args)
     grad = torch.randn_like(out)
     tensors = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     want = torch.autograd.grad(out, tensors, grad)

@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 aten = torch.ops.aten
+prims = torch.ops.prims  # torch's primitives: torch._decomp's entries, borrowed by joint_graph, use them
 
 DERIVATIVES: dict = {}
 
@@ -70,12 +71,12 @@ def _scalar(value, like: Tensor) -> Tensor:
 # ------------------------------------------------------------------ pointwise
 
 
-@derivative(aten.add.Tensor)
+@derivative(aten.add.Tensor, prims.add.default)
 def add(g: Tensor, out: Tensor, a, b, alpha: float = 1) -> tuple:
     return _fit(g, a), _fit(aten.mul.Tensor(g, alpha) if alpha != 1 else g, b)
 
 
-@derivative(aten.sub.Tensor)
+@derivative(aten.sub.Tensor, prims.sub.default)
 def sub(g: Tensor, out: Tensor, a, b, alpha: float = 1) -> tuple:
     return _fit(g, a), _fit(aten.neg.default(aten.mul.Tensor(g, alpha) if alpha != 1 else g), b)
 
@@ -91,7 +92,7 @@ def rsub(g: Tensor, out: Tensor, a, b, alpha: float = 1) -> tuple:
     return _fit(aten.neg.default(aten.mul.Tensor(g, alpha) if alpha != 1 else g), a), _fit(g, b)
 
 
-@derivative(aten.mul.Tensor)
+@derivative(aten.mul.Tensor, prims.mul.default)
 def mul(g: Tensor, out: Tensor, a, b) -> tuple:
     return _fit(aten.mul.Tensor(g, b), a), _fit(aten.mul.Tensor(g, a), b)
 
@@ -101,7 +102,7 @@ def mul_scalar(g: Tensor, out: Tensor, a: Tensor, b) -> tuple:
     return aten.mul.Scalar(g, b), None  # x * c (CUDA's attention scaling on torch 2.11 reaches us in this form)
 
 
-@derivative(aten.div.Tensor)
+@derivative(aten.div.Tensor, prims.div.default)  # prims.div of integers truncates: no gradient there
 def div(g: Tensor, out: Tensor, a, b) -> tuple:
     ga = aten.div.Tensor(g, b)
     gb = aten.neg.default(aten.mul.Tensor(g, aten.div.Tensor(out, b))) if is_tensor(b) else None
@@ -159,6 +160,72 @@ def erf(g: Tensor, out: Tensor, a: Tensor) -> tuple:
     two_over_sqrt_pi = 1.1283791670955126
     return (aten.mul.Tensor(g, aten.mul.Tensor(aten.exp.default(aten.neg.default(aten.mul.Tensor(a, a))),
                                                two_over_sqrt_pi)),)  # fmt: skip
+
+
+@derivative(aten.erfc.default, prims.erfc.default)
+def erfc(g: Tensor, out: Tensor, a: Tensor) -> tuple:
+    """erfc = 1 - erf: erf's derivative, negated."""
+    return (aten.neg.default(erf(g, out, a)[0]),)
+
+
+@derivative(aten.log10.default, prims.log10.default)
+def log10(g: Tensor, out: Tensor, a: Tensor) -> tuple:
+    return (aten.div.Tensor(g, aten.mul.Tensor(a, math.log(10.0))),)
+
+
+@derivative(aten.lgamma.default, prims.lgamma.default)
+def lgamma(g: Tensor, out: Tensor, a: Tensor) -> tuple:
+    """d log|Gamma(x)| = digamma(x), a library kernel."""
+    return (aten.mul.Tensor(g, aten.digamma.default(a)),)
+
+
+@derivative(aten.floor.default, aten.ceil.default, aten.round.default, aten.trunc.default,
+            prims.floor.default, prims.ceil.default, prims.round.default, prims.trunc.default)  # fmt: skip
+def step(g: Tensor, out: Tensor, a: Tensor, *args, **kwargs) -> tuple:
+    """Piecewise constant: zero almost everywhere, and torch's formula says zero at the jumps too
+    (``zeros_like(grad)``: a filled tensor, so an inf or NaN in ``g`` does not leak through)."""
+    return (aten.expand.default(_scalar(0.0, g), list(g.shape)), *[None] * len(args))
+
+
+@derivative(aten.frac.default)
+def frac(g: Tensor, out: Tensor, a: Tensor) -> tuple:
+    """x - trunc(x): slope 1."""
+    return (g,)
+
+
+def _modulo(rounded) -> Callable:
+    """``remainder`` (a - b floor(a / b)) and ``fmod`` (a - b trunc(a / b)): slope 1 in a, and minus
+    the rounded quotient in b (torch's formulas; the quotient is constant between jumps)."""
+
+    def rule(g: Tensor, out: Tensor, a, b) -> tuple:
+        gb = None
+        if is_tensor(b):
+            gb = _fit(aten.neg.default(aten.mul.Tensor(g, rounded(aten.div.Tensor(a, b)))), b)
+        return _fit(g, a), gb
+
+    return rule
+
+
+for _op in (aten.remainder.Tensor, aten.remainder.Scalar, prims.remainder.default):
+    derivative(_op)(_modulo(aten.floor.default))
+for _op in (aten.fmod.Tensor, aten.fmod.Scalar, prims.fmod.default):
+    derivative(_op)(_modulo(aten.trunc.default))
+
+
+def _nan_ignoring(pick_a: Callable) -> Callable:
+    """``fmax``/``fmin``: the larger (smaller) value, a NaN losing to a number. ``a`` gets ``g`` where
+    it was picked (``pick_a``, or ``b`` is NaN), ``b`` everywhere else (torch's masked_fill formula)."""
+
+    def rule(g: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tuple:
+        took_a = aten.logical_or.default(pick_a(a, b), aten.ne.Tensor(b, b))
+        zero = _scalar(0.0, g)
+        return _fit(aten.where.self(took_a, g, zero), a), _fit(aten.where.self(took_a, zero, g), b)
+
+    return rule
+
+
+derivative(aten.fmax.default, prims.fmax.default)(_nan_ignoring(aten.ge.Tensor))
+derivative(aten.fmin.default, prims.fmin.default)(_nan_ignoring(aten.le.Tensor))
 
 
 @derivative(aten.pow.Tensor_Scalar)
@@ -226,7 +293,7 @@ def minimum(g: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tuple:
     return _split_ties(g, a, b, aten.lt.Tensor(a, b))
 
 
-@derivative(aten.where.self)
+@derivative(aten.where.self, prims.where.default)
 def where(g: Tensor, out: Tensor, cond: Tensor, a: Tensor, b: Tensor) -> tuple:
     zero = _zeros(g)
     return None, _fit(aten.where.self(cond, g, zero), a), _fit(aten.where.self(cond, zero, g), b)
