@@ -1,6 +1,6 @@
 """PyTorch's ModuleInfo database (``torch.testing._internal.common_modules.module_db``: every
 ``torch.nn`` layer and loss with the inputs torch's own module tests use) through the course
-backend, in training mode: the outputs, the gradients of the inputs and parameters, and the
+backend, in training mode (and in eval where the two differ): the outputs, the gradients of the inputs and parameters, and the
 buffers after the call (running statistics) against eager.
 
 Each module's first sample input is compiled by ``torch.compile(backend=course_lib.inductor's
@@ -64,12 +64,13 @@ def _observe(module, inputs, fn) -> tuple:
     return [o.detach() for o in outs], list(grads), [b.detach().clone() for b in module.buffers()]
 
 
-def _sample(name: str, device: str = "cpu"):
+def _sample(name: str, device: str = "cpu", training: bool = True):
     info = _infos()[name]
-    inputs = info.module_inputs_func(info, device=device, dtype=torch.float32, requires_grad=True, training=True)
+    inputs = info.module_inputs_func(info, device=device, dtype=torch.float32, requires_grad=True, training=training)
     first = inputs[0]
     torch.manual_seed(0)
-    module = info.module_cls(*first.constructor_input.args, **first.constructor_input.kwargs).to(device).train()
+    module = info.module_cls(*first.constructor_input.args, **first.constructor_input.kwargs).to(device)
+    module.train(training)
     if info.is_lazy:  # materialise the parameters once, so every copy starts from the same ones
         _observe(module, first.forward_input, module)
     return module, first.forward_input
@@ -82,11 +83,11 @@ def _names() -> list[str]:
         return []
 
 
-def compare(name: str, codegen: str = "python", device: str = "cpu") -> tuple[str, list, int]:
+def compare(name: str, codegen: str = "python", device: str = "cpu", training: bool = True) -> tuple[str, list, int]:
     """The module's first sample compiled against eager: (what differs or '', fallbacks, graphs).
     ``device/module_db_gpu.py`` runs the same on a GPU with the Triton code generator."""
     compile_fx = import_module("course_lib.inductor.compile_fx").compile_fx
-    module, inputs = _sample(name, device)
+    module, inputs = _sample(name, device, training)
     eager_copy, compiled_copy = copy.deepcopy(module), copy.deepcopy(module)
     expected = _observe(eager_copy, inputs, eager_copy)
     record: list = []
@@ -101,9 +102,17 @@ def compare(name: str, codegen: str = "python", device: str = "cpu") -> tuple[st
     return _same(expected, got), fallbacks, sum(kind == "graph" for kind, _ in record)
 
 
-@pytest.mark.parametrize("name", _names())
-def test_module_matches_eager(name):
-    diff, fallbacks, graphs = compare(name)
+def _cases() -> list:
+    """Every module in training; in eval too where the two differ (batch norm's running statistics,
+    attention's fast path, instance norm with tracked statistics)."""
+    names = _names()
+    evals = [n for n in names if _infos()[n].train_and_eval_differ]
+    return [pytest.param(n, True, id=n) for n in names] + [pytest.param(n, False, id=f"{n}-eval") for n in evals]
+
+
+@pytest.mark.parametrize("name, training", _cases())
+def test_module_matches_eager(name, training):
+    diff, fallbacks, graphs = compare(name, training=training)
     assert not diff, diff
     assert not fallbacks, fallbacks
     assert (graphs == 0) == (name in NO_GRAPH), f"{graphs} graphs; NO_GRAPH says {NO_GRAPH.get(name)!r}"
