@@ -1048,3 +1048,12 @@ def test_gather_gradient_by_scatter_add(index_shape, monkeypatch):
     (want,) = torch.autograd.grad(torch.gather(a, 1, index).sin(), a, cot)
     torch.testing.assert_close(got, want)
     assert sorted(kind for kind, _ in record) == ["compiled", "compiled"], record
+
+
+def test_an_output_no_input_reaches_does_not_require_grad():
+    """As in torch: an argmax made float carries no gradient, so the result does not require one."""
+    x = _d(3, 4).requires_grad_()
+    fn = lambda x: (x.argmax(1, keepdim=True) + 1).double() * 2  # noqa: E731
+    out = aot.aot_function(fn)(x)
+    assert not out.requires_grad and not fn(x).requires_grad
+    torch.testing.assert_close(out, fn(x))

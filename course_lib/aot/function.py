@@ -68,6 +68,8 @@ def aot_compile(fn, args, fw_compiler=None, bw_compiler=None, method: str = "def
             # for it (one fill kernel each on a GPU); backward makes zeros only where the graph reads them.
             ctx.set_materialize_grads(False)
             ctx.mark_non_differentiable(*outs[n_user:])  # updated inputs: copied back, never differentiated
+            if not wrt:  # no input reaches an output through floats (an argmax): nothing is, as in torch
+                ctx.mark_non_differentiable(*outs)
             return tuple(outs)
 
         @staticmethod
