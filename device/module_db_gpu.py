@@ -1,7 +1,9 @@
 """torch's module_db on a GPU through the course backend's Triton path (the CPU test,
 tests/test_module_db.py, runs the generated Python executor): one line per module, then counts.
 
-Usage (device machine, repo root): ``python device/module_db_gpu.py [name ...]``
+Usage (device machine, repo root): ``python device/module_db_gpu.py [name ...]``. On an H100
+(torch 2.11, Triton 3.6), 2026-12-07: 104 ok, 5 no graph (as on the CPU), 2 fallback (GRUCell and
+LSTMCell reach CUDA's fused cell kernels, ``_thnn_fused_*_cell``, which have no rule), 0 wrong.
 """
 
 from __future__ import annotations
@@ -12,6 +14,14 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+try:
+    import expecttest  # noqa: F401  (torch.testing._internal imports it)
+except ImportError:  # the GPU machine's environment has none: module_db needs only its TestCase
+    import types
+    import unittest
+
+    sys.modules["expecttest"] = types.SimpleNamespace(TestCase=unittest.TestCase)
 
 import test_module_db as M  # noqa: E402
 

@@ -59,7 +59,7 @@ def _observe(module, inputs, fn) -> tuple:
     grads = ()
     if diff and wrt:
         gen = torch.Generator().manual_seed(7)
-        cotangents = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in diff]
+        cotangents = [torch.randn(o.shape, generator=gen, dtype=o.dtype).to(o.device) for o in diff]
         grads = torch.autograd.grad(diff, wrt, cotangents, allow_unused=True)
     return [o.detach() for o in outs], list(grads), [b.detach().clone() for b in module.buffers()]
 
