@@ -22,6 +22,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from course_lib.decomp.models import _iota  # 0, 1, ..., n - 1 as int64 (prims.iota)
+
 aten = torch.ops.aten
 prims = torch.ops.prims  # torch's primitives: torch._decomp's entries, borrowed by joint_graph, use them
 
@@ -463,8 +465,7 @@ def select(g: Tensor, out: Tensor, a: Tensor, dim: int, index: int) -> tuple:
     one, along = list(a.shape), [1] * a.dim()
     one[dim], along[dim] = 1, size
     spread = aten.expand.default(aten.view.default(g, one), list(a.shape))
-    iota = torch.ops.prims.iota.default(size, start=0, step=1, dtype=torch.int64, device=g.device,
-                                        requires_grad=False)  # fmt: skip
+    iota = _iota(size, g)
     hit = aten.eq.Scalar(aten.view.default(iota, along), index % size)
     return aten.where.self(hit, spread, aten.scalar_tensor.default(0.0, dtype=g.dtype, device=g.device)), None, None
 
@@ -484,8 +485,7 @@ def slice_(g: Tensor, out: Tensor, a: Tensor, dim: int = 0, start=None, end=None
         g, n = _unstride(g, dim, step, size - first), min(n * step, size - first)
     along = [1] * a.dim()
     along[dim] = size
-    iota = torch.ops.prims.iota.default(size, start=-first, step=1, dtype=torch.int64, device=g.device,
-                                        requires_grad=False)  # fmt: skip
+    iota = _iota(size, g, start=-first)
     inside = aten.where.self(aten.ge.Scalar(iota, 0), aten.lt.Scalar(iota, n), aten.ge.Scalar(iota, n + 1))
     index = aten.maximum.default(aten.minimum.default(iota, aten.scalar_tensor.default(n - 1, dtype=torch.int64)),
                                  aten.scalar_tensor.default(0, dtype=torch.int64))  # fmt: skip
@@ -499,14 +499,9 @@ def _on_diagonal(a: Tensor, offset: int, d1: int, d2: int) -> Tensor:
     """True where column - row == offset (rows along ``d1``, columns along ``d2``), size 1 elsewhere."""
     rows, cols = [1] * a.dim(), [1] * a.dim()
     rows[d1], cols[d2] = a.shape[d1], a.shape[d2]
-    i = aten.view.default(_index(a.shape[d1], a), rows)
-    j = aten.view.default(_index(a.shape[d2], a), cols)
+    i = aten.view.default(_iota(a.shape[d1], a), rows)
+    j = aten.view.default(_iota(a.shape[d2], a), cols)
     return aten.eq.Scalar(aten.sub.Tensor(j, i), offset)
-
-
-def _index(n: int, like: Tensor) -> Tensor:
-    """0, 1, ..., n - 1 (int64) on ``like``'s device."""
-    return torch.ops.prims.iota.default(n, start=0, step=1, dtype=torch.int64, device=like.device, requires_grad=False)
 
 
 @derivative(aten.diagonal.default, aten.diagonal_copy.default)
@@ -531,7 +526,7 @@ def diagonal(g: Tensor, out: Tensor, a: Tensor, offset: int = 0, dim1: int = 0, 
     if n < a.shape[d]:
         along = [1] * a.dim()
         along[d] = a.shape[d]
-        k = aten.minimum.default(_index(a.shape[d], g), aten.scalar_tensor.default(n - 1, dtype=torch.int64))
+        k = aten.minimum.default(_iota(a.shape[d], g), aten.scalar_tensor.default(n - 1, dtype=torch.int64))
         spread = aten.gather.default(spread, d, aten.expand.default(aten.view.default(k, along), list(a.shape)))
     return (aten.where.self(_on_diagonal(a, offset, d1, d2), spread, _scalar(0.0, g)), *none)
 
