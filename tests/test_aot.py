@@ -537,6 +537,30 @@ def test_dropout_backward_uses_the_forward_mask(method):
     assert 0.2 < kept.mean() < 0.8
 
 
+def _restrided(x):
+    y = x * 2.0
+    y.transpose_(0, 1)  # stft does this to a tensor it made: y is now a transposed view
+    v = y[1:]
+    v.t_()  # a view of a view
+    z = y.unsqueeze_(0)  # returns y itself
+    v.mul_(3.0)  # written through the restrided view: y changes too
+    return z.sin() + y, v
+
+
+def test_functionalize_metadata_mutations():
+    """transpose_, t_ and unsqueeze_ change how a tensor is viewed, not its values: each becomes its
+    view op, and later reads and writes go through it."""
+    x = torch.randn(3, 4, dtype=torch.float64)
+    func = aot.functionalize(_restrided, x)
+    ops = [str(n.target) for n in func.graph(x).nodes if n.op == "call_function"]
+    assert not any(op.split(".")[-2].endswith("_") for op in ops), ops
+    for got, want in zip(func.fn(x), _restrided(x), strict=True):
+        torch.testing.assert_close(got, want)
+    _grads_match_autograd(lambda x: sum(o.sum() for o in _restrided(x)), x)
+    with pytest.raises(NotImplementedError, match="graph input"):
+        aot.functionalize(lambda x: x.t_() * 2, torch.randn(3, 4))
+
+
 def test_functionalize_names_an_op_it_cannot_handle():
     def f(x):
         y = x * 1.0
@@ -971,13 +995,123 @@ def test_the_courses_own_rules_come_first():
     assert aot.joint_graph(lambda x, w: F.silu(x @ w), x, w).borrowed == []
 
 
-def test_an_op_torch_cannot_decompose_still_names_itself():
-    """index_reduce has no rule and no entry in torch._decomp: the error names it (compile_fx then
-    hands the graph to torch's AOT Autograd)."""
-    x, src = _d(5, 3).requires_grad_(), _d(4, 3).requires_grad_()
-    index = torch.tensor([0, 2, 2, 4])
-    with pytest.raises(KeyError, match="no derivative rule for aten.index_reduce"):
-        aot.joint_graph(lambda x, s: x.index_reduce(0, index, s, "prod"), x, src)
+def test_an_op_with_no_rule_no_entry_and_no_formula_names_itself():
+    """A prim has no course rule, no entry in torch._decomp and no autograd formula: the error names
+    it (compile_fx then hands the graph to torch's AOT Autograd)."""
+    x = _d(5).requires_grad_()
+    with pytest.raises(KeyError, match="no derivative rule for prims.bessel_i0e"):
+        aot.joint_graph(lambda x: torch.ops.prims.bessel_i0e.default(x.sin()), x)
+
+
+# The last source: an ATen op with no course rule, no course entry and none in torch._decomp
+# has a formula in torch's derivatives.yaml, and torch's autograd is asked for it (torch.func.vjp
+# under the joint trace). Each case went to torch's AOT Autograd before (op_db listed them).
+FORMULA_CASES = {
+    aten._fft_r2c.default: (lambda x: torch.fft.rfft(x).abs(), lambda: (_d(3, 8),)),
+    aten._fft_c2r.default: (lambda x: torch.fft.irfft(torch.fft.rfft(x) * 2, n=8), lambda: (_d(3, 8),)),
+    aten._linalg_solve_ex.default: (
+        lambda a, b: torch.linalg.solve(a, b),
+        lambda: (_d(4, 4) + 4 * torch.eye(4, dtype=torch.float64), _d(4, 2)),
+    ),
+    aten._linalg_eigh.default: (lambda a: torch.linalg.eigvalsh(a + a.mT), lambda: (_d(4, 4),)),
+    aten.linalg_cholesky_ex.default: (
+        lambda a: torch.linalg.cholesky(a @ a.mT + torch.eye(4, dtype=a.dtype)),
+        lambda: (_d(4, 4),),
+    ),
+    aten.cummax.default: (lambda x: torch.cummax(x, 1).values, lambda: (_d(3, 6),)),
+    aten.segment_reduce.default: (
+        lambda x: torch.segment_reduce(x, "sum", lengths=torch.tensor([2, 0, 3])),
+        lambda: (_d(5, 2),),
+    ),
+}
+
+
+@pytest.mark.parametrize("op", sorted(FORMULA_CASES, key=str), ids=str)
+def test_ops_with_no_entry_take_torchs_autograd_formula(op):
+    fn, make = FORMULA_CASES[op]
+    assert op not in DERIVATIVES and op not in decomp.DECOMPOSITIONS
+    for seed in range(3):
+        torch.manual_seed(seed)
+        args = make()
+        joint = aot.joint_graph(fn, *[a.detach().requires_grad_() for a in args])
+        assert op in joint.formulas, joint.formulas
+        _grads_match_autograd(fn, *args)
+
+
+def test_a_case_a_rule_leaves_out_takes_torchs_formula():
+    """scatter_reduce's rule covers sum and mean; with amax the rule raises LeftToTorch and that one
+    node takes torch's formula (the maximum's gradient, shared between ties)."""
+    index = torch.tensor([0, 2, 2, 1, 0, 2])
+    fn = lambda x, s: x.scatter_reduce(0, index, s, "amax")  # noqa: E731
+    for seed in range(3):
+        torch.manual_seed(seed)
+        x, s = _d(3), _d(6)
+        s[4] = s[0]  # a tie
+        assert aten.scatter_reduce.two in aot.joint_graph(fn, x.requires_grad_(), s.requires_grad_()).formulas
+        _grads_match_autograd(fn, x.detach(), s.detach())
+
+
+def test_complex_values_take_torchs_formulas():
+    """RoPE written with complex numbers (``view_as_complex(x) * freqs``, as Llama 4 and DeepSeek-V2
+    do): the gradient of a complex product is ``g * conj(b)``, which the course's real-valued mul rule
+    does not give (with that rule the gradients were off by up to 4). Nodes with a complex value take
+    torch's formula."""
+
+    def rope(x, f):
+        return torch.view_as_real(torch.view_as_complex(x) * torch.view_as_complex(f)).flatten(-2)
+
+    for seed in range(3):
+        torch.manual_seed(seed)
+        x, f = _d(2, 5, 4, 2), _d(5, 4, 2)
+        joint = aot.joint_graph(rope, x.requires_grad_(), f.requires_grad_())
+        assert aten.mul.Tensor in joint.formulas
+        _grads_match_autograd(rope, x.detach(), f.detach())
+    _grads_match_autograd(lambda a, b: torch.complex(a, b).abs() * torch.complex(b, a).angle(), _d(6), _d(6))
+
+
+def test_a_prim_from_a_borrowed_entry_gives_the_entry_back():
+    """torch's log_ndtr entry calls erfcx, whose entry is a prim without a formula: both ops take
+    their formulas instead. Differentiating the log_ndtr entry's where() branches gave NaN at -40."""
+    x = torch.tensor([-40.0, -5.0, -0.5, 0.0, 3.0], dtype=torch.float64)
+    joint = aot.joint_graph(torch.special.log_ndtr, x.clone().requires_grad_())
+    assert aten.special_log_ndtr.default in joint.formulas and joint.borrowed == []
+    _grads_match_autograd(torch.special.log_ndtr, x)
+
+
+def test_a_borrowed_entry_that_writes_in_place_gives_way_to_the_formula(monkeypatch):
+    """An entry of torch._decomp that fills a new tensor in place is not a functional graph: the op
+    takes its formula instead (here an entry for celu written with ``mul_``)."""
+
+    def celu_in_place(x, alpha=1.0):
+        out = aten.clone.default(x)
+        out.mul_(1.0)
+        return aten.where.self(aten.gt.Scalar(x, 0), out, aten.mul.Tensor(aten.expm1.default(x / alpha), alpha))
+
+    real = decomp.torch_decomposition
+    monkeypatch.setattr(
+        decomp, "torch_decomposition", lambda op: celu_in_place if op is aten.celu.default else real(op)
+    )
+    fn = lambda x: F.celu(x, alpha=0.7) * x  # noqa: E731
+    joint = aot.joint_graph(fn, _d(3, 4).requires_grad_())
+    assert joint.borrowed == [] and aten.celu.default in joint.formulas
+    assert not any(getattr(getattr(n.target, "_schema", None), "is_mutable", False) for n in joint.graph.nodes)
+    _grads_match_autograd(fn, _d(3, 4))
+
+
+def test_formulas_are_recorded_by_the_backend():
+    from importlib import import_module
+
+    compile_fx = import_module("course_lib.inductor.compile_fx").compile_fx
+    record: list = []
+    torch._dynamo.reset()
+    fn = lambda x: torch.fft.rfft(x).abs().cos()  # noqa: E731
+    compiled = torch.compile(fn, backend=lambda gm, ex: compile_fx(gm, ex, record=record))
+    x = torch.randn(4, 8, requires_grad=True)
+    compiled(x).sum().backward()
+    kinds = sorted(kind for kind, _ in record)
+    assert kinds == ["compiled", "compiled", "formula", "formula"], record  # no fallback: complex ops are externs
+    assert {what for kind, what in record if kind == "formula"} == {"aten._fft_r2c.default", "aten.abs.default"}
+    torch.testing.assert_close(x.grad, torch.autograd.grad(fn(x).sum(), x)[0])
 
 
 def test_borrowed_decompositions_are_recorded_by_the_backend():
@@ -992,14 +1126,6 @@ def test_borrowed_decompositions_are_recorded_by_the_backend():
     assert sorted(kind for kind, _ in record) == ["borrowed", "compiled", "compiled"], record  # no fallback
     assert [what for kind, what in record if kind == "borrowed"] == ["aten.celu.default"]
     torch.testing.assert_close(x.grad, torch.autograd.grad(F.celu(x).sum(), x)[0])
-
-
-def test_a_borrowed_decomposition_that_writes_in_place_is_refused():
-    """torch's complex() fills a new tensor through its .real and .imag views: not a functional
-    graph, so the error names it (compile_fx hands the graph to torch's AOT Autograd)."""
-    re, im = torch.randn(3, 4, requires_grad=True), torch.randn(3, 4, requires_grad=True)
-    with pytest.raises(NotImplementedError, match="aten.complex.default writes in place"):
-        aot.joint_graph(torch.complex, re, im)
 
 
 @pytest.mark.parametrize(

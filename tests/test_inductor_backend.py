@@ -173,26 +173,53 @@ def test_backend_registered_by_name():
     torch.testing.assert_close(f(x), torch.relu(x) * 2)
 
 
-def test_unsupported_graph_falls_back_with_reason(caplog):
+def _refuse_sin(monkeypatch):
+    """Make sin a node no code generator takes: what a real refusal looks like (a value that is not
+    a tensor, an extern whose size depends on its data), on a graph small enough to see."""
+    from course_lib.inductor import lowering
+
+    def refuse(ctx, node, *args, **kwargs):
+        raise lowering.Unsupported(f"no kernel for {node.target} here")
+
+    monkeypatch.setitem(lowering.LOWERINGS, "aten.sin.default", refuse)
+
+
+def test_unsupported_graph_falls_back_with_reason(caplog, monkeypatch):
+    _refuse_sin(monkeypatch)
     compat.dynamo_reset()
     record = []
     f = torch.compile(lambda x: (x * 2).sin(), backend=lambda gm, ex: ind.compile_fx(gm, ex, record=record))
-    x = _r(4, 4).to(torch.complex64)  # no kernel computes complex numbers
+    x = _r(4, 4)
     with caplog.at_level(logging.WARNING, logger="course_lib.inductor"):
         out = f(x)
     torch.testing.assert_close(out, (x * 2).sin())
-    assert record and record[0][0] == "fallback" and "complex64" in record[0][1]
+    assert record and record[0][0] == "fallback" and "no kernel for aten.sin.default" in record[0][1]
     assert "runs in eager" in caplog.text
+
+
+def test_complex_values_are_computed_by_aten_in_a_compiled_graph():
+    """No kernel computes complex numbers: the nodes that read or make them become extern calls (as in
+    Inductor), and the rest of the graph still compiles."""
+    compat.dynamo_reset()
+    record = []
+    fn = lambda x: torch.view_as_real((x * 2).sin()).relu() + 1  # noqa: E731
+    f = torch.compile(fn, backend=lambda gm, ex: ind.compile_fx(gm, ex, record=record))
+    x = _r(4, 4).to(torch.complex64)
+    torch.testing.assert_close(f(x), fn(x))
+    assert [kind for kind, _ in record] == ["compiled"], record
+    assert record[0][1].kernel_count >= 1  # relu and + 1 are a kernel; the complex ops are ATen calls
+    assert "aten.sin.default(buf" in record[0][1].output_code()
 
 
 def test_strict_mode_raises_on_torch_aot_path(monkeypatch):
     """COURSE_INDUCTOR_STRICT=1 raises where a graph would run in eager, also on torch's AOT path
     (the graph's refusal reached compile_fx's catch-all around AOT tracing and ran in eager)."""
+    _refuse_sin(monkeypatch)
     monkeypatch.setenv("COURSE_INDUCTOR_STRICT", "1")
     compat.dynamo_reset()
     f = torch.compile(lambda x: (x * 2).sin(), backend=lambda gm, ex: ind.compile_fx(gm, ex, aot="torch"))
-    with pytest.raises(Exception, match="complex64"):
-        f(_r(4, 4).to(torch.complex64))
+    with pytest.raises(Exception, match="no kernel for aten.sin"):
+        f(_r(4, 4))
 
 
 @pytest.mark.parametrize(

@@ -81,7 +81,7 @@ KNOWN_MORE: dict[str, str] = {}
 
 
 @pytest.mark.skipif(os.environ.get("COURSE_REAL_MODELS_MORE") != "1",
-                    reason="48 more architectures, 10-200 s each on 2 cores: COURSE_REAL_MODELS_MORE=1 runs them")  # fmt: skip
+                    reason="50 more architectures, 10-200 s each on 2 cores: COURSE_REAL_MODELS_MORE=1 runs them")  # fmt: skip
 @pytest.mark.parametrize(
     "name",
     [pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN_MORE[n], strict=True)) if n in KNOWN_MORE else n

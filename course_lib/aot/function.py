@@ -74,8 +74,12 @@ def aot_compile(fn, args, fw_compiler=None, bw_compiler=None, method: str = "def
 
         @staticmethod
         def backward(ctx, *grad_outputs):
-            tangents = [g if g is not None else torch.zeros(tuple(like.shape), dtype=like.dtype,
-                                                            device=getattr(like, "device", None) or g_device(ctx))
+            # contiguous, as traced: the backward graph was traced with ones_like tangents, and an op
+            # that reads memory as it lies (view_as_complex in view_as_real's backward) needs the same
+            # layout; ``out.sum()`` hands back an expanded, stride-0 gradient. torch's AOT Autograd
+            # makes its tangents contiguous too.
+            tangents = [g.contiguous() if g is not None else torch.zeros(tuple(like.shape), dtype=like.dtype,
+                                                                         device=getattr(like, "device", None) or g_device(ctx))
                         for g, like in zip(grad_outputs[:n_user], tangent_like)]  # fmt: skip
             grads = bw(*ctx.saved_tensors, *tangents)
             full: list[Any] = [None] * n_args

@@ -169,6 +169,13 @@ def _bernoulli_p(self, p: float = 0.5, *, generator=None):
 RENAMED_OUT_OF_PLACE: dict = {aten.bernoulli_.float: _bernoulli_p}
 
 
+#: in-place ops that change a tensor's shape and strides, never its values
+METADATA_MUTATIONS = {aten.transpose_.default: aten.transpose.int, aten.t_.default: aten.t.default,
+                      aten.unsqueeze_.default: aten.unsqueeze.default, aten.squeeze_.default: aten.squeeze.default,
+                      aten.squeeze_.dim: aten.squeeze.dim, aten.squeeze_.dims: aten.squeeze.dims,
+                      aten.swapdims_.default: aten.swapdims.default, aten.swapaxes_.default: aten.swapaxes.default}  # fmt: skip
+
+
 def out_of_place(op):
     """``aten.add_.Tensor`` -> ``aten.add.Tensor``; ``copy_`` -> ``copy``; None when there is none."""
     if op in RENAMED_OUT_OF_PLACE:
@@ -266,6 +273,8 @@ class _Functionalizer:
             if src is not None and isinstance(node.args[src], Node) and isinstance(out, torch.Tensor):
                 self.make_view(node, node.args[src], op, args[src + 1 :], kwargs)
             return out
+        if op in METADATA_MUTATIONS:
+            return self.restride(node, METADATA_MUTATIONS[op], args, kwargs)
         functional = out_of_place(op)
         if functional is None or written != [0]:
             raise NotImplementedError(f"functionalize: no functional form for {op}")
@@ -273,6 +282,23 @@ class _Functionalizer:
         target = node.args[0]
         self.rewrites.append(f"{node.name}: {op} -> {functional}, then {target.name} holds the result")
         self.write(target, new)
+        self.share_alias(node, target)
+        return self.value(node)
+
+    def restride(self, node: Node, view, args, kwargs):
+        """``x.transpose_(1, 2)`` changes how ``x`` is viewed, not its values (stft does this to a
+        tensor it made): from here on ``x`` is the view ``transpose(x, 1, 2)`` of what it was."""
+        target = node.args[0]
+        if target.op == "placeholder":  # the caller's tensor would change shape: torch's AOT handles that
+            raise NotImplementedError(f"functionalize: {node.target} on a graph input")
+        if target in self.alias:
+            self.alias[target].chain.append((view, tuple(args[1:]), dict(kwargs)))
+            self.alias[target].stamp = -1  # re-derived, through the new view, on its next read
+        elif any(a.base is target for a in self.alias.values()):
+            raise NotImplementedError(f"functionalize: {node.target} on a tensor that has views")
+        else:
+            self.env[target] = view(*args, **kwargs)
+        self.rewrites.append(f"{node.name}: {node.target} -> {view}, then {target.name} is that view")
         self.share_alias(node, target)
         return self.value(node)
 

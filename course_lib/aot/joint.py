@@ -29,7 +29,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from course_lib import compat, decomp
-from course_lib.aot.rules import DERIVATIVES, KeywordGrads, has_no_gradient, needs_grad
+from course_lib.aot.rules import DERIVATIVES, KeywordGrads, LeftToTorch, has_no_gradient, needed, needs_grad
 from course_lib.fx import Graph, Node, fetch_attr, map_arg
 
 aten = torch.ops.aten
@@ -40,13 +40,19 @@ def _flat(out: Any) -> list:
 
 
 def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int],
-                  unreached: Collection[int] = ()) -> tuple[list, list]:  # fmt: skip
+                  unreached: Collection[int] = (), formulas: list | None = None) -> tuple[list, list]:  # fmt: skip
     """Run ``graph`` on ``primals`` and back-propagate ``tangents``; returns (outputs, grads).
 
     ``grads`` has one entry per index in ``wrt``, zeros when no rule sends a gradient to that input,
     or None for an index in ``unreached`` (see :func:`no_gradient`).
-    Raises KeyError naming the op when a node has no derivative rule.
+
+    A node takes torch's autograd formula (:func:`_autograd_rule`) instead of a course rule when its
+    op is in ``formulas``, when one of its values is complex (the course's rules are written for
+    real numbers; a complex product's gradient needs the conjugate, ``g * conj(b)``), or when the
+    course's rule raises :class:`LeftToTorch`; the ops of the last two kinds are appended to
+    ``formulas``. Raises :class:`MissingRule` (a KeyError) naming the op when a node has no rule.
     """
+    formulas = [] if formulas is None else formulas
     env: dict[Node, Any] = {}
     inputs = iter(primals)
     for node in graph.nodes:
@@ -72,14 +78,23 @@ def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int],
             items = grad.setdefault(base, [None] * len(env[base]))
             items[index] = grad[node] if items[index] is None else aten.add.Tensor(items[index], grad[node])
             continue
-        rule = DERIVATIVES.get(node.target) or _custom_op_rule(node.target)
+        args, kwargs = map_arg(node.args, env.get), map_arg(node.kwargs, env.get)
+        if node.target not in formulas and _complex(env[node], args, kwargs) and has_torch_formula(node.target):
+            formulas.append(node.target)
+        rule = _autograd_rule(node.target) if node.target in formulas else None
+        rule = rule or DERIVATIVES.get(node.target) or _custom_op_rule(node.target)
         if rule is None:
             raise MissingRule(node.target, node.name)
-        args, kwargs = map_arg(node.args, env.get), map_arg(node.kwargs, env.get)
         wanted = ([isinstance(a, Node) and a in live for a in node.args],
                   {k: isinstance(a, Node) and a in live for k, a in node.kwargs.items()})  # fmt: skip
         with needs_grad(*wanted):  # a fused backward kernel skips the gradients nobody reads
-            arg_grads = rule(grad[node], env[node], *args, **kwargs)
+            try:
+                arg_grads = rule(grad[node], env[node], *args, **kwargs)
+            except LeftToTorch:  # a case the course's rule leaves out (scatter_reduce's amax): torch's formula
+                if not has_torch_formula(node.target):
+                    raise
+                formulas.append(node.target)
+                arg_grads = _autograd_rule(node.target)(grad[node], env[node], *args, **kwargs)
         if arg_grads and isinstance(arg_grads[-1], KeywordGrads):  # gradients for keyword arguments too
             for key, g1 in arg_grads[-1].items():
                 if isinstance(node.kwargs.get(key), Node) and g1 is not None and node.kwargs[key] in live:
@@ -93,6 +108,10 @@ def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int],
     grads = [grad.get(placeholders[i], None) for i in wrt]
     grads = [aten.mul.Tensor(primals[i], 0.0) if g is None and i not in unreached else g for g, i in zip(grads, wrt)]
     return outputs, grads
+
+
+def _complex(*values) -> bool:
+    return any(isinstance(t, torch.Tensor) and t.is_complex() for t in pytree.tree_leaves(values))
 
 
 def no_gradient(aten_graph: Graph, wrt: list[int]) -> set[int]:
@@ -167,6 +186,73 @@ def _custom_op_rule(op) -> Callable | None:
     return rule
 
 
+def has_torch_formula(op) -> bool:
+    """Whether torch's autograd has a derivative formula of its own for the ATen op ``op``: an entry of
+    ``tools/autograd/derivatives.yaml``, compiled into the ``Autograd`` dispatch key. A composite op
+    (``CompositeImplicitAutograd``) has none; it is differentiated through the ops it calls. Prims
+    have no formulas (torch._decomp's entries are written in them, and are not differentiated)."""
+    if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten" or _writes(op):
+        return False  # an in-place op in a functional graph came from a borrowed entry: the entry goes
+    name = op.name()
+    return (torch._C._dispatch_has_kernel_for_dispatch_key(name, "Autograd")
+            and not torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd"))  # fmt: skip
+
+
+def _differentiable(a) -> bool:
+    return isinstance(a, torch.Tensor) and (a.is_floating_point() or a.is_complex())
+
+
+def _autograd_rule(op) -> Callable:
+    """A rule that asks torch's autograd for ``op``'s derivative: ``torch.func.vjp`` of the op at the
+    node's inputs, applied to the node's output gradients. Under the joint trace, the ops that
+    torch's formula calls are recorded (``rfft``'s backward is a complex FFT of the zero-padded
+    gradient, ``linalg_solve``'s a second solve): the backward is still a graph of ATen ops, only
+    its recipe is torch's. Formulas may write in place (``new_zeros`` then a slice ``copy_``), so
+    the call runs under ``torch.func.functionalize``, which records ``slice_scatter`` instead, as
+    torch's AOT Autograd does. The repeated forward call is dead code when the backward does not
+    read the output, and goes when the graph is cleaned.
+    """
+
+    def rule(grad, out, *args, **kwargs):
+        keys = [*range(len(args)), *kwargs]  # each argument, by position or keyword
+        parts = [pytree.tree_flatten(a) for a in (*args, *kwargs.values())]  # a list argument has several tensors
+        flat = [t for leaves, _ in parts for t in leaves]
+        owner = [k for k, (leaves, _) in zip(keys, parts) for _ in leaves]
+        # by position (mul(x, x) gets two gradients), only where one is read (linalg_pinv's atol has no formula)
+        at = [i for i, t in enumerate(flat) if _differentiable(t) and needed(owner[i])]
+        keep = [_differentiable(o) for o in _flat(out)]  # integer outputs (an info code) get no cotangent
+
+        def call(*leaves):
+            values = list(flat)
+            for i, t in zip(at, leaves):
+                values[i] = t
+            a = _unflatten(values, parts)
+            return tuple(o for o, d in zip(_flat(op(*a[: len(args)], **dict(zip(kwargs, a[len(args) :])))), keep) if d)
+
+        def backward(cotangents, *leaves):
+            outs, vjp = torch.func.vjp(call, *leaves)
+            return vjp(tuple(aten.zeros_like.default(o) if g is None else g for o, g in zip(outs, cotangents)))
+
+        cotangents = [g for g, d in zip(_flat(grad), keep) if d]
+        got = torch.func.functionalize(backward, remove="mutations_and_views")(cotangents, *(flat[i] for i in at))
+        values = [None] * len(flat)
+        for i, g in zip(at, got):
+            values[i] = g
+        grads = _unflatten(values, parts)
+        return (*grads[: len(args)], KeywordGrads({k: g for k, g in zip(kwargs, grads[len(args) :]) if g is not None}))
+
+    return rule
+
+
+def _unflatten(values: list, parts: list) -> list:
+    """``values`` (one per leaf) put back into the arguments' structures, ``parts`` their tree_flatten."""
+    out, i = [], 0
+    for leaves, spec in parts:
+        out.append(pytree.tree_unflatten(values[i : i + len(leaves)], spec))
+        i += len(leaves)
+    return out
+
+
 def _refuse_writes(op, recorded: list[Node]) -> None:
     """The graphs here are functional. An author's backward that writes in place or into an
     ``out=`` tensor (``torch_nn::_linear_cross_entropy...``'s accumulates into a zeros buffer) was
@@ -224,6 +310,7 @@ class Joint:
     forward: Graph
     mutated: list[int] = dataclasses.field(default_factory=list)
     borrowed: list = dataclasses.field(default_factory=list)  # ops decomposed with torch's table (joint_graph)
+    formulas: list = dataclasses.field(default_factory=list)  # ops differentiated by torch's autograd formula
 
     @property
     def num_user_outputs(self) -> int:
@@ -265,31 +352,60 @@ def joint_graph(fn: Callable, *args: Any, wrt: list[int] | None = None) -> Joint
     (``celu``, ``huber_loss``, ``reflection_pad2d``...), but torch's own table (``torch._decomp``)
     has one, the trace starts again with that entry borrowed: the op becomes ops that do have
     rules. Inductor does the same, starting from ``core_aten_decompositions()`` and adding its own.
-    ``Joint.borrowed`` lists what was borrowed; an op torch cannot decompose still raises
-    :class:`MissingRule`.
+    ``Joint.borrowed`` lists what was borrowed.
+
+    Last, an ATen op torch can neither decompose nor leave to its parts (FFTs, ``linalg_*``,
+    ``segment_reduce``, ``special_erfcx``) has a formula in torch's ``derivatives.yaml``: the trace
+    starts again with that op differentiated by torch's autograd (:func:`_autograd_rule`), which is
+    how torch's AOT Autograd differentiates every op. ``Joint.formulas`` lists them. Only an op
+    with none of the three (a prim: prims have no autograd) raises :class:`MissingRule`.
     """
-    table, borrowed = decomp.DECOMPOSITIONS, []
+    table, borrowed, formulas = decomp.DECOMPOSITIONS, [], []
+
+    def give_back() -> bool:
+        """Every borrowed op that has a formula takes it instead of torch's entry (False: none)."""
+        nonlocal table, borrowed, formulas
+        back = [op for op in borrowed if has_torch_formula(op)]
+        table = {op: entry for op, entry in table.items() if op not in back}
+        borrowed, formulas = [op for op in borrowed if op not in back], [*formulas, *back]
+        return bool(back)
+
     while True:
         try:
-            joint = _joint_graph(fn, args, wrt, table)
+            joint = _joint_graph(fn, args, wrt, table, formulas)
         except MissingRule as exc:
+            if _writes(exc.op) and give_back():  # a borrowed entry's in-place op (see below)
+                continue
             entry = decomp.torch_decomposition(exc.op)
-            if entry is None or exc.op in table:
-                if borrowed:  # say where the op came from: prims.lgamma from torch's entry for aten.lgamma
-                    raise MissingRule(exc.op, exc.node_name, borrowed) from None
-                raise
-            table, borrowed = {**table, exc.op: entry}, [*borrowed, exc.op]
+            if entry is not None and exc.op not in table:
+                table, borrowed = {**table, exc.op: entry}, [*borrowed, exc.op]
+                continue
+            if has_torch_formula(exc.op) and exc.op not in formulas:
+                formulas = [*formulas, exc.op]
+                continue
+            # a prim from a borrowed entry (prims.erfcx, from torch's special_erfcx, itself from its
+            # log_ndtr): prims have no formulas, so the borrowed ops take their own formulas instead.
+            # Keeping the outer entry would differentiate its where() branches: NaN times 0 is NaN
+            if give_back():
+                continue
+            if borrowed:  # say where the op came from: prims.lgamma from torch's entry for aten.lgamma
+                raise MissingRule(exc.op, exc.node_name, borrowed) from None
+            raise
+        writes = [n.target for n in joint.forward.nodes if n.op == "call_function" and _writes(n.target)]
+        if writes and give_back():  # an entry that fills a new tensor in place: not a functional graph
             continue
-        writes = [n.target for n in joint.forward.nodes
-                  if n.op == "call_function" and getattr(getattr(n.target, "_schema", None), "is_mutable", False)]  # fmt: skip
-        if writes:  # torch's complex() fills a new tensor through .real and .imag views
+        if writes:
             raise NotImplementedError(f"torch's decomposition of {', '.join(map(str, borrowed))} writes in place "
                                       f"({writes[0]}); course_lib.aot traces functional graphs only")  # fmt: skip
         joint.borrowed = borrowed
         return joint
 
 
-def _joint_graph(fn: Callable, args: tuple, wrt: list[int] | None, table: dict) -> Joint:
+def _writes(op) -> bool:
+    return getattr(getattr(op, "_schema", None), "is_mutable", False)
+
+
+def _joint_graph(fn: Callable, args: tuple, wrt: list[int] | None, table: dict, formulas: Collection = ()) -> Joint:
     from course_lib.aot.functionalize import functionalize
 
     plain = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
@@ -299,9 +415,10 @@ def _joint_graph(fn: Callable, args: tuple, wrt: list[int] | None, table: dict) 
     tangents = [torch.ones_like(o) for o in func.example_outputs]
     n, n_out = len(plain), func.num_outputs + len(func.mutated)
     reached: list[int] = []
+    used = list(formulas)  # and the ops backward_pass sends to torch's formulas itself
 
     def joint(*flat):
-        outs, grads = backward_pass(forward, list(flat[:n]), list(flat[n:]), wrt, unreached=unreached)
+        outs, grads = backward_pass(forward, list(flat[:n]), list(flat[n:]), wrt, unreached, used)
         reached[:] = [i for i, g in zip(wrt, grads) if g is not None]
         return (*outs, *(g for g in grads if g is not None))
 
@@ -316,7 +433,7 @@ def _joint_graph(fn: Callable, args: tuple, wrt: list[int] | None, table: dict) 
     _rename_placeholders(graph, n)
     # an input no gradient reaches (hinge_embedding_loss's target, read by a comparison only) has no
     # output in the joint graph, and gets None in backward, as in torch
-    return Joint(graph, n, n_out, reached, forward, func.mutated)
+    return Joint(graph, n, n_out, reached, forward, func.mutated, formulas=list(dict.fromkeys(used)))
 
 
 # Multi-output backward externs that take an ``output_mask``: which gradients to compute at all.

@@ -295,6 +295,17 @@ MORE: dict[str, RealModel] = {m.name: m for m in [
                                              **_DEC, head_dim=8)),
     RealModel("falcon_h1", "hybrid", _model("FalconH1ForCausalLM", "FalconH1Config", _ids(), vocab_size=96,
                                             **_DEC, head_dim=8)),
+    # RoPE as a complex product (view_as_complex(q) * freqs_cis): complex nodes take torch's formulas, and
+    # Llama 4's mixture of experts scatters (scatter.src, which has no course rule)
+    RealModel("deepseek_v2", "decoder", _model("DeepseekV2ForCausalLM", "DeepseekV2Config", _ids(), vocab_size=96,
+              **{**_MOE, **_DEC}, n_routed_experts=4, n_shared_experts=1, first_k_dense_replace=1, kv_lora_rank=16,
+              q_lora_rank=16, qk_rope_head_dim=4, qk_nope_head_dim=4, v_head_dim=8, head_dim=4, n_group=1,
+              topk_group=1)),
+    RealModel("llama4", "decoder", _model("Llama4ForCausalLM", "Llama4TextConfig", _ids(), vocab_size=96,
+              hidden_size=32, intermediate_size=32, intermediate_size_mlp=64, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, head_dim=8, num_local_experts=4, num_experts_per_tok=1,
+              interleave_moe_layer_step=1, max_position_embeddings=64, attention_dropout=0.0, pad_token_id=0,
+              no_rope_layers=[1, 1])),
 ]}  # fmt: skip
 
 

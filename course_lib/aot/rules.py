@@ -30,6 +30,12 @@ prims = torch.ops.prims  # torch's primitives: torch._decomp's entries, borrowed
 DERIVATIVES: dict = {}
 
 
+class LeftToTorch(NotImplementedError):
+    """Raised by a rule for a case it does not cover (``scatter_reduce`` with ``amax``, a complex
+    base of ``pow``): :func:`course_lib.aot.joint.backward_pass` then takes torch's autograd formula
+    for that node, as for an op with no rule at all."""
+
+
 def derivative(*ops) -> Callable:
     """Decorator: ``@derivative(aten.exp.default)`` registers a rule in :data:`DERIVATIVES`."""
 
@@ -261,7 +267,7 @@ def pow_scalar_base(g: Tensor, out: Tensor, c, b: Tensor) -> tuple:
     """``c ** b``, a number raised to a tensor: d/db = c^b log c, with ``log c`` a constant (-inf for
     c = 0, NaN for c < 0). For c = 0 the gradient is zero where b >= 0, as in :func:`pow_tensor`."""
     if isinstance(c, complex):
-        raise NotImplementedError("pow backward: the course handles a real base")
+        raise LeftToTorch("pow backward: the course handles a real base")
     log_c = math.log(c) if c > 0 else -math.inf if c == 0 else math.nan
     db = aten.mul.Tensor(out, log_c)
     if c == 0:
@@ -395,7 +401,7 @@ def vector_norm(g: Tensor, out: Tensor, x: Tensor, ord: float = 2, dim=None, kee
     p > 1; for p < 1 it zeroes the entries x = 0 instead (|x|^(p-1) = inf there)."""
     p = float(ord)
     if p == 0:  # torch gives no gradient at all (autograd finds x unused); a joint graph gives every input one
-        raise NotImplementedError("vector_norm backward: order 0 has no gradient in torch")
+        raise LeftToTorch("vector_norm backward: order 0 has no gradient in torch")
     dims = _reduced(x, dim)
     gk, n = _keep(g, dims, keepdim, x), _keep(out, dims, keepdim, x)
     xp = aten._to_copy.default(x, dtype=out.dtype) if x.dtype != out.dtype else x
@@ -594,9 +600,9 @@ def scatter_reduce(g: Tensor, out: Tensor, x: Tensor, dim: int, index: Tensor, s
     counts with ``include_self``). Without ``include_self`` an entry that was scattered to forgot
     x's value: zero gradient there. prod, amax and amin are left to torch."""
     if reduce not in ("sum", "mean"):
-        raise NotImplementedError(f"scatter_reduce backward: the course handles sum and mean, not {reduce}")
+        raise LeftToTorch(f"scatter_reduce backward: the course handles sum and mean, not {reduce}")
     if list(index.shape) != list(src.shape):
-        raise NotImplementedError("scatter_reduce backward: the course handles an index shaped like src")
+        raise LeftToTorch("scatter_reduce backward: the course handles an index shaped like src")
     gx, gsrc = g, aten.gather.default(g, dim, index)
     if reduce == "sum" and include_self:
         return gx, None, None, gsrc, None
@@ -849,7 +855,7 @@ def grouped_mm(g: Tensor, out: Tensor, a: Tensor, b: Tensor, offs: Tensor | None
     own rows, which is grouped_mm's 2-D x 2-D form (groups along K) with the same offsets. torch's
     formula calls the same two products."""
     if a.dim() != 2 or b.dim() != 3 or offs is None or bias is not None or out_dtype not in (None, out.dtype):
-        raise NotImplementedError("grouped_mm backward: the course handles a 2-D input, 3-D weights and offsets")
+        raise LeftToTorch("grouped_mm backward: the course handles a 2-D input, 3-D weights and offsets")
     return grouped_mm_grads(g, a, b, offs, needed(0), needed(1))
 
 

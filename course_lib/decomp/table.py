@@ -71,13 +71,30 @@ def register(*ops) -> Callable:
     """Decorator: ``@register(aten.silu.default)`` puts the function in :data:`DECOMPOSITIONS`."""
 
     def wrap(fn: Callable) -> Callable:
+        entry = _real_only(fn)
         for op in ops:
             if op in DECOMPOSITIONS:
                 raise ValueError(f"{op} already has a decomposition ({DECOMPOSITIONS[op].__name__})")
-            DECOMPOSITIONS[op] = fn
+            DECOMPOSITIONS[op] = entry
         return fn
 
     return wrap
+
+
+def _real_only(fn: Callable) -> Callable:
+    """The entries are written for real numbers (``abs`` as ``where(x < 0, -x, x)``): an op with a
+    complex tensor among its arguments is kept whole (``NotImplemented`` tells the tracer to record
+    the op itself), as torch keeps complex ops out of most of its own decompositions."""
+
+    @functools.wraps(fn)
+    def entry(*args, **kwargs):
+        for a in (*args, *kwargs.values()):
+            for t in a if isinstance(a, (list, tuple)) else (a,):
+                if isinstance(t, Tensor) and t.is_complex():
+                    return NotImplemented
+        return fn(*args, **kwargs)
+
+    return entry
 
 
 # ------------------------------------------------------------------ helpers (not registered)

@@ -377,6 +377,10 @@ def _course_aot(gm, example_inputs, fusion, codegen, record):
         log.info("course_lib.aot: %s decomposed with torch._decomp's entry (no course rule)", op)
         if record is not None:
             record.append(("borrowed", str(op)))
+    for op in compiled.joint.formulas:  # no rule, no decomposition: torch's autograd formula recorded
+        log.info("course_lib.aot: %s differentiated by torch's autograd formula (no course rule)", op)
+        if record is not None:
+            record.append(("formula", str(op)))
     return compiled.run
 
 

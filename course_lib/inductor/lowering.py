@@ -287,7 +287,7 @@ class Lowering:
             return self.size(meta)
         _check_meta(node, meta)
         rule = LOWERINGS.get(key)
-        if rule is not None:
+        if rule is not None and not _foreign_dtype(node):
             return rule(self, node, *args, **kwargs)
         return self.extern(node, args, kwargs)
 
@@ -307,7 +307,7 @@ class Lowering:
                 return type(a)(conv(x) for x in a)
             if isinstance(a, torch.dtype | torch.device | torch.layout | torch.memory_format) or a is None:
                 return a
-            if isinstance(a, (int, float, bool, str)):
+            if isinstance(a, (int, float, bool, str, complex)):  # complex: polar's backward multiplies by 1j
                 return a
             if isinstance(a, sympy.Expr):  # a SymInt argument (new_zeros([s0, 8])): the wrapper computes it
                 return self.runtime_size(a, node)
@@ -542,6 +542,18 @@ def decide_layout_opt(gm, example_inputs) -> bool:
             if val is not None and _nchw(val.shape) and all(isinstance(s, int) for s in val.shape):
                 return True
     return False
+
+
+def _foreign_dtype(node) -> bool:
+    """True when a tensor the node reads or makes has a dtype the code generators have no rule for
+    (complex: an FFT's output, RoPE written with ``view_as_complex``). The node becomes an extern
+    call, ATen computing it, so the rest of the graph still compiles: Inductor does the same
+    (``unsupported_input_tensor`` in torch/_inductor/lowering.py sends complex ops to ATen)."""
+    import torch
+    import torch.utils._pytree as pytree
+
+    values = [node.meta.get("val"), *(a.meta.get("val") for a in node.all_input_nodes)]
+    return any(isinstance(t, torch.Tensor) and dtype_name(t.dtype) not in DTYPES for t in pytree.tree_leaves(values))
 
 
 def _known_dtypes(expr, origin: str):

@@ -53,6 +53,8 @@ def _py(a, graph, view: str = "reinterpret") -> str:
         return "device"
     if isinstance(a, float):
         return repr(a) if a == a and abs(a) != float("inf") else f"float('{a}')"
+    if isinstance(a, complex):
+        return f"complex({_py(a.real, graph)}, {_py(a.imag, graph)})"
     return repr(a)
 
 
