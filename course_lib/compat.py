@@ -230,6 +230,32 @@ def triton_interpreter_scoped_device_calls() -> bool:
     return True
 
 
+def triton_language_namespaces() -> list[dict]:
+    """The globals of ``triton.language`` and its submodules that are imported (``tl.sum`` lives in
+    ``triton/language/standard.py``)."""
+    import sys
+
+    return [vars(m) for name, m in list(sys.modules.items())
+            if m is not None and (name == "triton.language" or name.startswith("triton.language."))]  # fmt: skip
+
+
+def swap_triton_functions(spaces: list[dict], old: type, new: type) -> list[tuple]:
+    """Replace every value of exactly type ``old`` in the namespaces ``spaces`` (a ``JITFunction``, an
+    interpreter's ``InterpretedFunction``) by ``new(value.fn)``, the other wrapper of the same Python
+    function; one new object per old one, so a helper exported under two names stays one object.
+    Returns ``(space, name, old value)`` for each change, to put back."""
+    made: dict[int, object] = {}
+    changes = []
+    for space in spaces:
+        for name, val in list(space.items()):
+            if type(val) is old:
+                if id(val) not in made:
+                    made[id(val)] = new(val.fn)
+                changes.append((space, name, val))
+                space[name] = made[id(val)]
+    return changes
+
+
 def triton_compile_scope(kernel):
     """Context manager: let ``triton.compile`` see real JITFunctions while the interpreter is on.
 
@@ -238,10 +264,10 @@ def triton_compile_scope(kernel):
     ``InterpretedFunction``, which the code generator (``triton/compiler/code_generator.py``,
     ``visit_Call``) would call as plain Python. For the duration of a compile we replace each
     such attribute of the ``triton.language`` modules and of the kernel's globals with a
-    ``JITFunction`` of the same Python function, and put them back afterwards.
+    ``JITFunction`` of the same Python function, and put them back afterwards
+    (:func:`course_lib.env.interpret_triton_language` is the same swap, the other way, for good).
     """
     import contextlib
-    import sys
 
     jit_function = require("triton.runtime.jit", "JITFunction")
     try:
@@ -254,26 +280,9 @@ def triton_compile_scope(kernel):
         if interpreted is None:
             yield
             return
-        made: dict[int, object] = {}
-        changes = []
-
-        def real(val):
-            if id(val) not in made:
-                made[id(val)] = jit_function(val.fn)
-            return made[id(val)]
-
-        spaces = [
-            vars(m)
-            for name, m in list(sys.modules.items())
-            if m is not None and (name == "triton.language" or name.startswith("triton.language."))
-        ]
         fn = getattr(kernel, "fn", kernel)
-        spaces.append(getattr(fn, "__globals__", {}))
-        for space in spaces:
-            for name, val in list(space.items()):
-                if isinstance(val, interpreted):
-                    changes.append((space, name, val))
-                    space[name] = real(val)
+        spaces = [*triton_language_namespaces(), getattr(fn, "__globals__", {})]
+        changes = swap_triton_functions(spaces, interpreted, jit_function)
         try:
             yield
         finally:

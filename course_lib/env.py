@@ -175,13 +175,7 @@ def interpret_triton_language() -> int:
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
-    made: dict[int, object] = {}
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("triton.language") or module is None:
-            continue
-        for attr, value in list(vars(module).items()):
-            if type(value) is JITFunction:
-                if id(value) not in made:
-                    made[id(value)] = InterpretedFunction(value.fn)
-                setattr(module, attr, made[id(value)])
-    return len(made)
+    from course_lib import compat
+
+    changes = compat.swap_triton_functions(compat.triton_language_namespaces(), JITFunction, InterpretedFunction)
+    return len({id(old) for _, _, old in changes})

@@ -82,7 +82,7 @@ def _leaves(x) -> list:
 
 
 def _differentiable(t) -> bool:
-    return isinstance(t, torch.Tensor) and t.dtype.is_floating_point and t.requires_grad
+    return isinstance(t, torch.Tensor) and (t.dtype.is_floating_point or t.dtype.is_complex) and t.requires_grad
 
 
 def _same(expected, got) -> str:
@@ -232,9 +232,9 @@ def forward(name: str, dtype: torch.dtype = torch.float32) -> Outcome:
     return _outcome(name, grad=False, dtype=dtype)
 
 
-def backward(name: str) -> Outcome:
+def backward(name: str, dtype: torch.dtype = torch.float32) -> Outcome:
     """Forward and the inputs' gradients through the course backend, compared with eager autograd."""
-    return _outcome(name, grad=True)
+    return _outcome(name, grad=True, dtype=dtype)
 
 
 def check(name: str) -> Outcome:

@@ -1135,8 +1135,12 @@ def test_borrowed_decompositions_are_recorded_by_the_backend():
         (lambda x, t: torch.sign(x) * 2 + t, [False, False]),  # sign's gradient is zeros, a tensor
         (lambda x, t: x.argmax(1, keepdim=True).double() + t, [True, False]),  # through an index: no gradient
         (lambda x, t: x * 3, [False, True]),  # t unused
+        (lambda x, t: torch.zeros_like(x) + t * x.new_ones(()), [True, False]),  # factories lend a shape only
+        (lambda x, t: torch.rand_like(x) * t + torch.full_like(t, 2.0), [True, False]),  # a draw shaped like x
+        (lambda x, t: torch.bernoulli(x.sigmoid()) + t, [False, False]),  # bernoulli's formula gives zeros
+        (lambda x, t: x.detach() * t, [True, False]),
     ],
-    ids=["comparison", "sign", "argmax", "unused"],
+    ids=["comparison", "sign", "argmax", "unused", "factories", "rand_like", "bernoulli", "detach"],
 )
 def test_inputs_no_gradient_reaches_get_none_as_in_torch(fn, grad_is_none):
     x = _d(4, 5).requires_grad_()

@@ -55,6 +55,17 @@ def test_integer_and_bool_inputs_match_eager(name, dtype):
     _check(support.forward(name, dtype))
 
 
+#: complex inputs, forward and backward: complex nodes are ATen calls in the compiled graph and take
+#: torch's derivative formulas (the course's rules are written for real numbers; a complex product's
+#: gradient needs the conjugate)
+COMPLEX_NAMES = sorted(support.ops_of(torch.complex64))
+
+
+@pytest.mark.parametrize("name", COMPLEX_NAMES)
+def test_complex_inputs_and_gradients_match_eager(name):
+    _check(support.backward(name, torch.complex64))
+
+
 def test_inference_path_matches_eager():
     """The inference path (no input needs a gradient) on a few ops the training path above covers."""
     for name in ("sum", "nn.functional.batch_norm", "amax", "squeeze.multiple", "logsumexp"):

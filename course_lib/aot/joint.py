@@ -29,7 +29,15 @@ import torch
 import torch.utils._pytree as pytree
 
 from course_lib import compat, decomp
-from course_lib.aot.rules import DERIVATIVES, KeywordGrads, LeftToTorch, has_no_gradient, needed, needs_grad
+from course_lib.aot.rules import (
+    DERIVATIVES,
+    ZERO_FORMULA,
+    KeywordGrads,
+    LeftToTorch,
+    has_no_gradient,
+    needed,
+    needs_grad,
+)
 from course_lib.fx import Graph, Node, fetch_attr, map_arg
 
 aten = torch.ops.aten
@@ -79,22 +87,30 @@ def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int],
             items[index] = grad[node] if items[index] is None else aten.add.Tensor(items[index], grad[node])
             continue
         args, kwargs = map_arg(node.args, env.get), map_arg(node.kwargs, env.get)
-        if node.target not in formulas and _complex(env[node], args, kwargs) and has_torch_formula(node.target):
-            formulas.append(node.target)
-        rule = _autograd_rule(node.target) if node.target in formulas else None
-        rule = rule or DERIVATIVES.get(node.target) or _custom_op_rule(node.target)
-        if rule is None:
-            raise MissingRule(node.target, node.name)
-        wanted = ([isinstance(a, Node) and a in live for a in node.args],
-                  {k: isinstance(a, Node) and a in live for k, a in node.kwargs.items()})  # fmt: skip
+        op = node.target
+        course = DERIVATIVES.get(op) or _custom_op_rule(op)
+        torchs = op in formulas or (_complex(env[node], args, kwargs) and has_torch_formula(op))
+        if course is None and not torchs:
+            raise MissingRule(op, node.name)
+        wanted = ([_reads_live(a, live) for a in node.args], {k: _reads_live(a, live) for k, a in node.kwargs.items()})
+        arg_grads = None
         with needs_grad(*wanted):  # a fused backward kernel skips the gradients nobody reads
-            try:
-                arg_grads = rule(grad[node], env[node], *args, **kwargs)
-            except LeftToTorch:  # a case the course's rule leaves out (scatter_reduce's amax): torch's formula
-                if not has_torch_formula(node.target):
-                    raise
-                formulas.append(node.target)
-                arg_grads = _autograd_rule(node.target)(grad[node], env[node], *args, **kwargs)
+            if torchs:
+                try:
+                    arg_grads = _autograd_rule(op)(grad[node], env[node], *args, **kwargs)
+                except RuntimeError as exc:  # torch has no complex formula for it (zero_, slice_scatter, copy):
+                    if course is None or not _no_formula(exc):  # a linear op, whose real rule is right
+                        raise
+                else:
+                    formulas.append(op)
+            if arg_grads is None:
+                try:
+                    arg_grads = course(grad[node], env[node], *args, **kwargs)
+                except LeftToTorch:  # a case the course's rule leaves out (scatter_reduce's amax): torch's formula
+                    if not has_torch_formula(op):
+                        raise
+                    formulas.append(op)
+                    arg_grads = _autograd_rule(op)(grad[node], env[node], *args, **kwargs)
         if arg_grads and isinstance(arg_grads[-1], KeywordGrads):  # gradients for keyword arguments too
             for key, g1 in arg_grads[-1].items():
                 if isinstance(node.kwargs.get(key), Node) and g1 is not None and node.kwargs[key] in live:
@@ -110,22 +126,40 @@ def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int],
     return outputs, grads
 
 
+def _no_formula(exc: RuntimeError) -> bool:
+    """torch's autograd says it cannot differentiate the op (not: the trace failed for another reason)."""
+    text = str(exc)
+    return (
+        "derivative for" in text and "is not implemented" in text
+    ) or "does not support automatic differentiation" in text
+
+
+def _reads_live(arg, live: set) -> bool:
+    """Does this argument (a value, or a list of them: cat's tensors) need a gradient?"""
+    if isinstance(arg, (list, tuple)):
+        return any(_reads_live(a, live) for a in arg)
+    return isinstance(arg, Node) and arg in live
+
+
 def _complex(*values) -> bool:
     return any(isinstance(t, torch.Tensor) and t.is_complex() for t in pytree.tree_leaves(values))
 
 
 def no_gradient(aten_graph: Graph, wrt: list[int]) -> set[int]:
     """The inputs in ``wrt`` that torch's autograd gives None: no output depends on them along float
-    (or complex) values of the ATen graph, only through a comparison, an index, or not at all.
+    (or complex) values of the ATen graph, only through a comparison, an index, a factory
+    (``zeros_like(x)`` takes x's shape, not its values), ``detach``, or not at all.
 
     Read on the graph *before* the course's decompositions, at the level where torch's autograd
     records ops: ``sign(x)`` reaches its output through a float (its derivative formula gives
     zeros, a tensor), although decomposed it is ``where(x > 0, 1, ...)``, comparisons only.
     """
 
-    def floating(v) -> bool:
-        return any(isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
-                   for t in (v if isinstance(v, (tuple, list)) else [v]))  # fmt: skip
+    def carries(u: Node) -> bool:  # backward_pass's own test (has_no_gradient), less the ops torch records with zeros
+        val = u.meta.get("val")
+        tensors = [t for t in (val if isinstance(val, (tuple, list)) else [val]) if isinstance(t, torch.Tensor)]
+        return (u.op == "call_function" and bool(tensors)
+                and (u.target in ZERO_FORMULA or not has_no_gradient(u.target, val)))  # fmt: skip
 
     placeholders = [n for n in aten_graph.nodes if n.op == "placeholder"]
     outputs = set(_flat(aten_graph.output_node().args[0]))
@@ -136,8 +170,7 @@ def no_gradient(aten_graph: Graph, wrt: list[int]) -> set[int]:
             n = stack.pop()
             if n not in seen:
                 seen.add(n)
-                stack.extend(u for u in n.users if u.op == "call_function" and u.target is not aten.detach.default
-                             and floating(u.meta.get("val")))  # fmt: skip
+                stack.extend(u for u in n.users if carries(u))
         if not seen & outputs:
             none.add(i)
     return none
@@ -336,7 +369,7 @@ class Joint:
 
 
 def _wanted(args: tuple) -> list[int]:
-    tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and _differentiable(a)]
     marked = [i for i in tensors if args[i].requires_grad]
     return marked or tensors
 

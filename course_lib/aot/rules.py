@@ -979,11 +979,17 @@ NOT_DIFFERENTIABLE = frozenset(
      aten.new_ones.default, aten.new_zeros.default, aten.new_full.default, aten.new_empty.default,
      aten.new_empty_strided.default, aten.ones_like.default, aten.zeros_like.default, aten.full_like.default,
      aten.empty_like.default, aten.full.default, aten.zeros.default, aten.ones.default, aten.empty.memory_format,
+     aten.rand_like.default, aten.randn_like.default,
      # random draws (dropout's mask): torch's formula gives the input zeros (derivatives.yaml, bernoulli)
      aten.bernoulli.p, aten.bernoulli.default,
      # x.detach(): the same values, cut off from the gradient on purpose
      aten.detach.default}
 )  # fmt: skip
+
+
+#: ops of NOT_DIFFERENTIABLE that torch's autograd does record: their formula gives the input zeros,
+#: a tensor (a factory's output has no grad_fn at all, so its input gets None)
+ZERO_FORMULA = frozenset({aten.bernoulli.p, aten.bernoulli.default})
 
 
 def has_no_gradient(op, out) -> bool:

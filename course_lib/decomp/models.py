@@ -100,7 +100,7 @@ def div_scalar(x: Tensor, other: float) -> Tensor:
     return aten.div.Tensor(x, other)
 
 
-@register(aten.copy.default)
+@register(aten.copy.default, complex_ok=True)
 def copy(dst: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     """``dst.copy_(src)`` without the write: src, in dst's dtype, broadcast to dst's shape."""
     if src.dtype != dst.dtype:
@@ -119,7 +119,7 @@ def _window(base: Tensor, dim: int, start: int, size: int, step: int = 1) -> Ten
     return aten.view.default(inside, along)
 
 
-@register(aten.slice_scatter.default)
+@register(aten.slice_scatter.default, complex_ok=True)
 def slice_scatter(base: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None,
                   step: int = 1) -> Tensor:  # fmt: skip
     """``base`` with ``base[start:end]`` (along dim) replaced by ``src``: a gather of src, then where."""
@@ -138,7 +138,7 @@ def slice_scatter(base: Tensor, src: Tensor, dim: int = 0, start: int | None = N
     return aten.where.self(_window(base, dim, first, n), picked, base)
 
 
-@register(aten.select_scatter.default)
+@register(aten.select_scatter.default, complex_ok=True)
 def select_scatter(base: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
     """``base`` with ``base.select(dim, index)`` replaced by ``src`` (broadcast back along dim)."""
     dim = dim % base.dim()

@@ -67,11 +67,12 @@ def kind(op) -> str:
     return KIND.get(op, "pointwise")
 
 
-def register(*ops) -> Callable:
-    """Decorator: ``@register(aten.silu.default)`` puts the function in :data:`DECOMPOSITIONS`."""
+def register(*ops, complex_ok: bool = False) -> Callable:
+    """Decorator: ``@register(aten.silu.default)`` puts the function in :data:`DECOMPOSITIONS`.
+    ``complex_ok``: the entry is right for complex values too (it moves values, never compares them)."""
 
     def wrap(fn: Callable) -> Callable:
-        entry = _real_only(fn)
+        entry = fn if complex_ok else _real_only(fn)
         for op in ops:
             if op in DECOMPOSITIONS:
                 raise ValueError(f"{op} already has a decomposition ({DECOMPOSITIONS[op].__name__})")
