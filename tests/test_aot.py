@@ -1019,6 +1019,14 @@ FORMULA_CASES = {
         lambda: (_d(4, 4),),
     ),
     aten.cummax.default: (lambda x: torch.cummax(x, 1).values, lambda: (_d(3, 6),)),
+    # traced without gradients, embedding_bag is its forward-only kernel; _embedding_bag's formula stands in
+    aten._embedding_bag_forward_only.default: (
+        lambda w, p: (
+            F.embedding_bag(torch.tensor([1, 2, 4, 5, 4, 3]), w, torch.tensor([0, 2]), mode="sum", per_sample_weights=p)
+            + F.embedding_bag(torch.tensor([0, 5, 5, 1]), w, torch.tensor([0, 1]), mode="max")
+        ),
+        lambda: (_d(6, 3), _d(6)),
+    ),
     aten.segment_reduce.default: (
         lambda x: torch.segment_reduce(x, "sum", lengths=torch.tensor([2, 0, 3])),
         lambda: (_d(5, 2),),

@@ -235,6 +235,12 @@ def _differentiable(a) -> bool:
     return isinstance(a, torch.Tensor) and (a.is_floating_point() or a.is_complex())
 
 
+#: ops a trace without gradients picks, and the op torch's autograd differentiates in their place
+#: (same arguments, same outputs): embedding_bag calls the forward-only kernel when nothing needs a
+#: gradient, and the course traces plain tensors
+WITH_AUTOGRAD = {aten._embedding_bag_forward_only.default: aten._embedding_bag.default}
+
+
 def _autograd_rule(op) -> Callable:
     """A rule that asks torch's autograd for ``op``'s derivative: ``torch.func.vjp`` of the op at the
     node's inputs, applied to the node's output gradients. Under the joint trace, the ops that
@@ -260,7 +266,8 @@ def _autograd_rule(op) -> Callable:
             for i, t in zip(at, leaves):
                 values[i] = t
             a = _unflatten(values, parts)
-            return tuple(o for o, d in zip(_flat(op(*a[: len(args)], **dict(zip(kwargs, a[len(args) :])))), keep) if d)
+            outs = _flat(WITH_AUTOGRAD.get(op, op)(*a[: len(args)], **dict(zip(kwargs, a[len(args) :]))))
+            return tuple(o for o, d in zip(outs, keep) if d)
 
         def backward(cotangents, *leaves):
             outs, vjp = torch.func.vjp(call, *leaves)
