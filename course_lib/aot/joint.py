@@ -48,7 +48,8 @@ def _flat(out: Any) -> list:
 
 
 def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int],
-                  unreached: Collection[int] = (), formulas: list | None = None) -> tuple[list, list]:  # fmt: skip
+                  unreached: Collection[int] = (), formulas: Collection = (),
+                  used: list | None = None) -> tuple[list, list]:  # fmt: skip
     """Run ``graph`` on ``primals`` and back-propagate ``tangents``; returns (outputs, grads).
 
     ``grads`` has one entry per index in ``wrt``, zeros when no rule sends a gradient to that input,
@@ -57,10 +58,10 @@ def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int],
     A node takes torch's autograd formula (:func:`_autograd_rule`) instead of a course rule when its
     op is in ``formulas``, when one of its values is complex (the course's rules are written for
     real numbers; a complex product's gradient needs the conjugate, ``g * conj(b)``), or when the
-    course's rule raises :class:`LeftToTorch`; the ops of the last two kinds are appended to
-    ``formulas``. Raises :class:`MissingRule` (a KeyError) naming the op when a node has no rule.
+    course's rule raises :class:`LeftToTorch`; each op that did is appended to ``used``.
+    Raises :class:`MissingRule` (a KeyError) naming the op when a node has no rule.
     """
-    formulas = [] if formulas is None else formulas
+    used = [] if used is None else used
     env: dict[Node, Any] = {}
     inputs = iter(primals)
     for node in graph.nodes:
@@ -102,14 +103,14 @@ def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int],
                     if course is None or not _no_formula(exc):  # a linear op, whose real rule is right
                         raise
                 else:
-                    formulas.append(op)
+                    used.append(op)
             if arg_grads is None:
                 try:
                     arg_grads = course(grad[node], env[node], *args, **kwargs)
                 except LeftToTorch:  # a case the course's rule leaves out (scatter_reduce's amax): torch's formula
                     if not has_torch_formula(op):
                         raise
-                    formulas.append(op)
+                    used.append(op)
                     arg_grads = _autograd_rule(op)(grad[node], env[node], *args, **kwargs)
         if arg_grads and isinstance(arg_grads[-1], KeywordGrads):  # gradients for keyword arguments too
             for key, g1 in arg_grads[-1].items():
@@ -397,8 +398,10 @@ def joint_graph(fn: Callable, *args: Any, wrt: list[int] | None = None) -> Joint
     Last, an ATen op torch can neither decompose nor leave to its parts (FFTs, ``linalg_*``,
     ``segment_reduce``, ``special_erfcx``) has a formula in torch's ``derivatives.yaml``: the trace
     starts again with that op differentiated by torch's autograd (:func:`_autograd_rule`), which is
-    how torch's AOT Autograd differentiates every op. ``Joint.formulas`` lists them. Only an op
-    with none of the three (a prim: prims have no autograd) raises :class:`MissingRule`.
+    how torch's AOT Autograd differentiates every op. ``Joint.formulas`` lists them, with the ops
+    of nodes that took a formula for another reason (complex values, see :func:`backward_pass`).
+    Only an op with none of these four sources (a prim: prims have no autograd) raises
+    :class:`MissingRule`.
     """
     table, borrowed, formulas = decomp.DECOMPOSITIONS, [], []
 
@@ -455,10 +458,10 @@ def _joint_graph(fn: Callable, args: tuple, wrt: list[int] | None, table: dict, 
     tangents = [torch.ones_like(o) for o in func.example_outputs]
     n, n_out = len(plain), func.num_outputs + len(func.mutated)
     reached: list[int] = []
-    used = list(formulas)  # and the ops backward_pass sends to torch's formulas itself
+    used: list = []  # the ops whose nodes took torch's formulas
 
     def joint(*flat):
-        outs, grads = backward_pass(forward, list(flat[:n]), list(flat[n:]), wrt, unreached, used)
+        outs, grads = backward_pass(forward, list(flat[:n]), list(flat[n:]), wrt, unreached, formulas, used)
         reached[:] = [i for i, g in zip(wrt, grads) if g is not None]
         return (*outs, *(g for g in grads if g is not None))
 
