@@ -1086,6 +1086,22 @@ def test_a_prim_from_a_borrowed_entry_gives_the_entry_back():
     _grads_match_autograd(torch.special.log_ndtr, x)
 
 
+def test_only_the_entry_that_failed_is_given_back():
+    """atan's entry is a prim without a formula; the trace knows which entry made each node
+    (``original_aten``), so atan alone takes its formula: celu and the reflection pad (with the
+    ``_unsafe_index`` its entry calls) keep their borrowed entries, which fuse."""
+
+    def f(x):
+        y = F.celu(x) + torch.atan(x) + F.hardshrink(x)
+        return F.pad(y.unsqueeze(0), (1, 1), mode="reflect")
+
+    joint = aot.joint_graph(f, _d(3, 6).requires_grad_())
+    assert joint.formulas == [aten.atan.default]
+    assert set(joint.borrowed) == {aten.celu.default, aten.hardshrink.default, aten.reflection_pad1d.default,
+                                   aten._unsafe_index.Tensor}  # fmt: skip
+    _grads_match_autograd(f, _d(3, 6))
+
+
 def test_a_borrowed_entry_that_writes_in_place_gives_way_to_the_formula(monkeypatch):
     """An entry of torch._decomp that fills a new tensor in place is not a functional graph: the op
     takes its formula instead (here an entry for celu written with ``mul_``)."""

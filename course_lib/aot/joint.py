@@ -92,7 +92,7 @@ def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int],
         course = DERIVATIVES.get(op) or _custom_op_rule(op)
         torchs = op in formulas or (_complex(env[node], args, kwargs) and has_torch_formula(op))
         if course is None and not torchs:
-            raise MissingRule(op, node.name)
+            raise MissingRule(op, node.name, origin=node.meta.get("original_aten"))
         wanted = ([_reads_live(a, live) for a in node.args], {k: _reads_live(a, live) for k, a in node.kwargs.items()})
         arg_grads = None
         with needs_grad(*wanted):  # a fused backward kernel skips the gradients nobody reads
@@ -180,10 +180,11 @@ def no_gradient(aten_graph: Graph, wrt: list[int]) -> set[int]:
 class MissingRule(KeyError):
     """A node on the gradient path whose op has no derivative rule (``.op`` names it)."""
 
-    def __init__(self, op, node_name: str, borrowed: list | None = None):
+    def __init__(self, op, node_name: str, borrowed: list | None = None, origin=None):
         via = f", from torch's decomposition of {', '.join(map(str, borrowed))}" if borrowed else ""
         super().__init__(f"no derivative rule for {op} (node {node_name}{via})")
         self.op, self.node_name = op, node_name
+        self.origin = origin  # the op whose decomposition made the node, when the trace kept it
 
 
 def _custom_op_rule(op) -> Callable | None:
@@ -404,24 +405,33 @@ def joint_graph(fn: Callable, *args: Any, wrt: list[int] | None = None) -> Joint
     :class:`MissingRule`.
     """
     table, borrowed, formulas = decomp.DECOMPOSITIONS, [], []
+    via: dict[str, str] = {}  # borrowed op -> the op whose entry called it (_unsafe_index from reflection_pad1d)
 
-    def give_back() -> bool:
-        """Every borrowed op that has a formula takes it instead of torch's entry (False: none)."""
+    def give_back(origins=()) -> bool:
+        """The borrowed ops among ``origins`` (the ops whose entries made the failing nodes, where the trace
+        knows them; else every borrowed op) that have a formula take it instead of torch's entry, and the
+        entries borrowed for their entries' sake go too (False: none had a formula)."""
         nonlocal table, borrowed, formulas
-        back = [op for op in borrowed if has_torch_formula(op)]
-        table = {op: entry for op, entry in table.items() if op not in back}
-        borrowed, formulas = [op for op in borrowed if op not in back], [*formulas, *back]
+        names = {str(op) for op in origins if op is not None}  # the tracer's OpOverload may be another object
+        known = [op for op in borrowed if str(op) in names]
+        back = [op for op in (known or borrowed) if has_torch_formula(op)]
+        gone = {str(op) for op in back}
+        drop = [op for op in borrowed if op in back or via.get(str(op)) in gone]
+        table = {op: entry for op, entry in table.items() if op not in drop}
+        borrowed, formulas = [op for op in borrowed if op not in drop], [*formulas, *back]
         return bool(back)
 
     while True:
         try:
             joint = _joint_graph(fn, args, wrt, table, formulas)
         except MissingRule as exc:
-            if _writes(exc.op) and give_back():  # a borrowed entry's in-place op (see below)
+            if _writes(exc.op) and give_back([exc.origin]):  # a borrowed entry's in-place op (see below)
                 continue
             entry = decomp.torch_decomposition(exc.op)
             if entry is not None and exc.op not in table:
                 table, borrowed = {**table, exc.op: entry}, [*borrowed, exc.op]
+                if exc.origin is not None and str(exc.origin) != str(exc.op):
+                    via[str(exc.op)] = str(exc.origin)
                 continue
             if has_torch_formula(exc.op) and exc.op not in formulas:
                 formulas = [*formulas, exc.op]
@@ -429,13 +439,15 @@ def joint_graph(fn: Callable, *args: Any, wrt: list[int] | None = None) -> Joint
             # a prim from a borrowed entry (prims.erfcx, from torch's special_erfcx, itself from its
             # log_ndtr): prims have no formulas, so the borrowed ops take their own formulas instead.
             # Keeping the outer entry would differentiate its where() branches: NaN times 0 is NaN
-            if give_back():
+            if give_back([exc.origin]):
                 continue
             if borrowed:  # say where the op came from: prims.lgamma from torch's entry for aten.lgamma
                 raise MissingRule(exc.op, exc.node_name, borrowed) from None
             raise
-        writes = [n.target for n in joint.forward.nodes if n.op == "call_function" and _writes(n.target)]
-        if writes and give_back():  # an entry that fills a new tensor in place: not a functional graph
+        writing = [n for n in joint.forward.nodes if n.op == "call_function" and _writes(n.target)]
+        writes = [n.target for n in writing]
+        # an entry that fills a new tensor in place: not a functional graph
+        if writes and give_back([n.meta.get("original_aten") for n in writing]):
             continue
         if writes:
             raise NotImplementedError(f"torch's decomposition of {', '.join(map(str, borrowed))} writes in place "
@@ -454,7 +466,7 @@ def _joint_graph(fn: Callable, args: tuple, wrt: list[int] | None, table: dict, 
     plain = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
     wrt = _wanted(args) if wrt is None else list(wrt)
     func = functionalize(fn, *plain)  # no in-place ops, no views written through, inputs untouched
-    forward = decomp.trace(func.fn, *plain, table=table)
+    forward = decomp.trace(func.fn, *plain, table=table, provenance=True)  # which entry made each node
     tangents = [torch.ones_like(o) for o in func.example_outputs]
     n, n_out = len(plain), func.num_outputs + len(func.mutated)
     reached: list[int] = []

@@ -40,12 +40,19 @@ __all__ = ["BEFORE_DISPATCH", "DECOMPOSITIONS", "FUSED_ATTENTION", "KIND", "PRIM
            "primitive_counts", "register", "torch_decomposition", "trace"]  # fmt: skip
 
 
-def trace(fn: Callable, *args: Any, table: dict | None = None):
+def trace(fn: Callable, *args: Any, table: dict | None = None, provenance: bool = False):
     """``fn`` traced to an ATen course_lib.fx Graph with ``table`` applied (default: ours).
 
     Pass ``table={}`` for the undecomposed ATen graph. Ops in :data:`BEFORE_DISPATCH` are
     rewritten before they reach the dispatcher (see :class:`BeforeDispatch`), whatever the table.
+    ``provenance``: each node's ``meta["original_aten"]`` is the op whose decomposition made it (the
+    outermost one: ``prims.erfcx`` from torch's entry for ``erfcx``, called by the one for ``log_ndtr``,
+    says ``log_ndtr``), as torch's tracer records it under ``torch.fx.traceback.preserve_node_meta``.
     """
+    import contextlib
+
+    import torch.fx.traceback as fx_traceback
+
     from course_lib import compat
     from course_lib.fx import from_torch_fx
 
@@ -55,7 +62,8 @@ def trace(fn: Callable, *args: Any, table: dict | None = None):
         with BeforeDispatch():
             return fn(*a)
 
-    return from_torch_fx(compat.make_fx(traced, *args, decompositions=table))
+    with fx_traceback.preserve_node_meta() if provenance else contextlib.nullcontext():
+        return from_torch_fx(compat.make_fx(traced, *args, decompositions=table))
 
 
 def torch_decomposition(op) -> Callable | None:
