@@ -38,6 +38,7 @@ from course_lib.aot.rules import (
     needed,
     needs_grad,
 )
+from course_lib.decomp.table import has_complex
 from course_lib.fx import Graph, Node, fetch_attr, map_arg
 
 aten = torch.ops.aten
@@ -90,7 +91,7 @@ def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int],
         args, kwargs = map_arg(node.args, env.get), map_arg(node.kwargs, env.get)
         op = node.target
         course = DERIVATIVES.get(op) or _custom_op_rule(op)
-        torchs = op in formulas or (_complex(env[node], args, kwargs) and has_torch_formula(op))
+        torchs = op in formulas or (has_complex(env[node], args, kwargs) and has_torch_formula(op))
         if course is None and not torchs:
             raise MissingRule(op, node.name, origin=node.meta.get("original_aten"))
         wanted = ([_reads_live(a, live) for a in node.args], {k: _reads_live(a, live) for k, a in node.kwargs.items()})
@@ -140,10 +141,6 @@ def _reads_live(arg, live: set) -> bool:
     if isinstance(arg, (list, tuple)):
         return any(_reads_live(a, live) for a in arg)
     return isinstance(arg, Node) and arg in live
-
-
-def _complex(*values) -> bool:
-    return any(isinstance(t, torch.Tensor) and t.is_complex() for t in pytree.tree_leaves(values))
 
 
 def no_gradient(aten_graph: Graph, wrt: list[int]) -> set[int]:
@@ -445,13 +442,12 @@ def joint_graph(fn: Callable, *args: Any, wrt: list[int] | None = None) -> Joint
                 raise MissingRule(exc.op, exc.node_name, borrowed) from None
             raise
         writing = [n for n in joint.forward.nodes if n.op == "call_function" and _writes(n.target)]
-        writes = [n.target for n in writing]
         # an entry that fills a new tensor in place: not a functional graph
-        if writes and give_back([n.meta.get("original_aten") for n in writing]):
+        if writing and give_back([n.meta.get("original_aten") for n in writing]):
             continue
-        if writes:
+        if writing:
             raise NotImplementedError(f"torch's decomposition of {', '.join(map(str, borrowed))} writes in place "
-                                      f"({writes[0]}); course_lib.aot traces functional graphs only")  # fmt: skip
+                                      f"({writing[0].target}); course_lib.aot traces functional graphs only")  # fmt: skip
         joint.borrowed = borrowed
         return joint
 

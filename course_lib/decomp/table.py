@@ -31,6 +31,7 @@ import os
 from collections.abc import Callable, Sequence
 
 import torch
+import torch.utils._pytree as pytree
 from torch import Tensor
 
 aten = torch.ops.aten
@@ -89,13 +90,14 @@ def _real_only(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def entry(*args, **kwargs):
-        for a in (*args, *kwargs.values()):
-            for t in a if isinstance(a, (list, tuple)) else (a,):
-                if isinstance(t, Tensor) and t.is_complex():
-                    return NotImplemented
-        return fn(*args, **kwargs)
+        return NotImplemented if has_complex(args, kwargs) else fn(*args, **kwargs)
 
     return entry
+
+
+def has_complex(*values) -> bool:
+    """Is any tensor in ``values`` (nested lists, tuples and dicts too) complex?"""
+    return any(isinstance(t, Tensor) and t.is_complex() for t in pytree.tree_leaves(values))
 
 
 # ------------------------------------------------------------------ helpers (not registered)

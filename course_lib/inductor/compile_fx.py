@@ -373,14 +373,12 @@ def _course_aot(gm, example_inputs, fusion, codegen, record):
         return run_and_copy_back
     comp = course_aot_compiler(fusion, codegen, record)
     compiled = aot.aot_compile(gm, args, comp, comp)
-    for op in compiled.joint.borrowed:  # no course rule or entry: torch's decomposition of it was used
-        log.info("course_lib.aot: %s decomposed with torch._decomp's entry (no course rule)", op)
+    lent = [("borrowed", op, "decomposed with torch._decomp's entry") for op in compiled.joint.borrowed]
+    lent += [("formula", op, "differentiated by torch's autograd formula") for op in compiled.joint.formulas]
+    for kind, op, how in lent:  # what torch lent where the course has no rule or entry of its own
+        log.info("course_lib.aot: %s %s (no course rule)", op, how)
         if record is not None:
-            record.append(("borrowed", str(op)))
-    for op in compiled.joint.formulas:  # no rule, no decomposition: torch's autograd formula recorded
-        log.info("course_lib.aot: %s differentiated by torch's autograd formula (no course rule)", op)
-        if record is not None:
-            record.append(("formula", str(op)))
+            record.append((kind, str(op)))
     return compiled.run
 
 
