@@ -932,6 +932,17 @@ def _is_backward(node, joint) -> bool:
     return node in seen
 
 
+def test_custom_op_with_one_tensor_in_two_positions():
+    """``op(s, s)``: autograd gives s its whole gradient once; handed to both positions it was added
+    twice (the gradient came out doubled)."""
+
+    def f(x):
+        s = x.sin()
+        return _scaled_rows(s, s, torch.tensor([1, 2, 3]))  # row i times row i of the same tensor
+
+    _grads_match_autograd(f, torch.randn(3, 3, dtype=torch.float64))
+
+
 @torch.library.custom_op("course_test::doubled", mutates_args=())
 def _doubled(x: torch.Tensor) -> torch.Tensor:
     return x * 2.0

@@ -213,7 +213,10 @@ def _custom_op_rule(op) -> Callable | None:
                 t.requires_grad_(False)
         _refuse_writes(op, list(graph.nodes)[before:] if graph is not None else [])
         by_id = {id(t): g for t, g in zip(leaves, got)}
-        return tuple(pytree.tree_map(lambda a: by_id.get(id(a)) if isinstance(a, torch.Tensor) else None, list(args)))
+        # a tensor passed twice (op(s, s)) got its whole gradient from autograd: it goes to its first
+        # position only, since backward_pass adds every position's gradient to the same node
+        return tuple(pytree.tree_map(lambda a: by_id.pop(id(a), None) if isinstance(a, torch.Tensor) else None,
+                                     list(args)))  # fmt: skip
 
     return rule
 
