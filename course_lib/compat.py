@@ -116,9 +116,22 @@ def inductor_decompositions():
 
 def make_fx(fn, *args, decompositions=None, tracing_mode: str = "real"):
     """Trace ``fn`` to an ATen-level FX graph (``torch.fx.experimental.proxy_tensor.make_fx``);
-    ``tracing_mode="fake"`` runs no kernel (the inputs' sizes and dtypes are all it reads)."""
+    ``tracing_mode="fake"`` runs no kernel (the inputs' sizes and dtypes are all it reads). A real
+    tensor ``fn`` holds itself (not an argument) is a constant of the fake trace, whose values it may
+    read (make_fx's ``_allow_non_fake_inputs``)."""
+    import torch
+
     tracer = require("torch.fx.experimental.proxy_tensor", "make_fx")
-    return tracer(fn, decomposition_table=decompositions or {}, tracing_mode=tracing_mode)(*args)
+    if tracing_mode != "fake":
+        return tracer(fn, decomposition_table=decompositions or {}, tracing_mode=tracing_mode)(*args)
+    # a FakeTensorMode of its own: make_fx's "fake" would join the one of a Dynamo compile under way,
+    # and a size symbol made here (a value read, s86) would then reach Dynamo's guards, which fail
+    mode = require("torch._subclasses.fake_tensor", "FakeTensorMode")(
+        allow_non_fake_inputs=True, shape_env=require("torch.fx.experimental.symbolic_shapes", "ShapeEnv")(),
+        static_shapes=True)  # fmt: skip
+    fakes = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
+    with mode:
+        return tracer(fn, decomposition_table=decompositions or {}, tracing_mode="real")(*fakes)
 
 
 def inductor_output_code(fn, *args):
@@ -577,6 +590,39 @@ def tracing_graph():
     except CompatError:
         return None
     return getattr(getattr(mode, "tracer", None), "graph", None)
+
+
+def traced_as_variable(t) -> bool:
+    """Whether the active ``make_fx`` trace holds tensor ``t`` as a value of the graph (an input or
+    computed from one), not as a constant (``torch.tensor([1, 2])`` made inside the traced function,
+    whose values do not change from call to call). False outside a trace."""
+    proxy_tensor = require("torch.fx.experimental.proxy_tensor")
+    mode = proxy_tensor.get_proxy_mode()
+    if mode is None:
+        return False
+    slot = proxy_tensor.get_proxy_slot(t, mode.tracer, None)
+    if slot is None:
+        return False
+    seen, stack = set(), [slot.proxy.node]  # computed from a placeholder, or from constants only
+    while stack:
+        node = stack.pop()
+        if node.op == "placeholder":
+            return True
+        if node not in seen:
+            seen.add(node)
+            stack.extend(node.all_input_nodes)
+    return False
+
+
+def is_fake(t) -> bool:
+    """Whether ``t`` is a FakeTensor (sizes and dtype, no values: ``torch._subclasses.fake_tensor``)."""
+    return require("torch._subclasses.fake_tensor", "is_fake")(t)
+
+
+def outside_trace():
+    """A context in which the active ``make_fx`` trace records nothing (tensors are their plain
+    values): for a trace of its own inside it (``proxy_tensor.disable_proxy_modes_tracing``)."""
+    return require("torch.fx.experimental.proxy_tensor", "disable_proxy_modes_tracing")()
 
 
 def make_fx_dynamic(gm, args, dynamic_dims: dict, decompositions=None):

@@ -962,13 +962,80 @@ def _doubled_backward_in_place(ctx, g):
 _doubled.register_autograd(_doubled_backward_in_place)
 
 
-def test_custom_op_backward_that_writes_in_place_is_refused():
+def _mutable_nodes(joint) -> list:
+    return [n.target for n in joint.graph.nodes if n.op == "call_function"
+            and getattr(getattr(n.target, "_schema", None), "is_mutable", False)]  # fmt: skip
+
+
+def test_custom_op_backward_that_writes_in_place_is_made_functional():
     """A registered backward that writes in place (torch_nn's linear_cross_entropy accumulates into
-    a zeros buffer) cannot be recorded into a functional graph: the rule refuses it with a reason,
-    instead of tracing writes into a stride-0 zeros_like (garbage gradients, 5e31 in the OpInfo run)."""
+    a zeros buffer) is traced on its own, made functional by the course's pass, and replayed: the
+    joint graph has no write, and the gradients are eager's. (This backward was refused before.)"""
     fn = lambda x: _doubled(x.sin()) * x  # noqa: E731
-    with pytest.raises(NotImplementedError, match="writes in place"):
-        aot.joint_graph(fn, torch.randn(5, requires_grad=True))
+    _grads_match_autograd(fn, torch.randn(5, dtype=torch.float64))
+    assert not _mutable_nodes(aot.joint_graph(fn, torch.randn(5, requires_grad=True)))
+
+
+@torch.library.custom_op("course_test::grouped_mm", mutates_args=())
+def _grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+    """Rows ``offs[i-1]:offs[i]`` of x times matrix w[i], each written into its slice of a zeros
+    buffer with ``out=``: transformers' mixture-of-experts fallback before its backward became a
+    custom op of its own."""
+    out, start = torch.zeros(x.shape[0], w.shape[2], dtype=x.dtype), 0
+    for i, end in enumerate(offs.tolist()):
+        torch.mm(x[start:end], w[i], out=out[start:end])
+        start = end
+    return out
+
+
+@_grouped_mm.register_fake
+def _(x, w, offs):
+    return x.new_empty(x.shape[0], w.shape[2])
+
+
+def _grouped_mm_backward(ctx, g):
+    x, w = ctx.saved_tensors
+    gx, gw, start = torch.zeros_like(x), torch.zeros_like(w), 0
+    for i, end in enumerate(ctx.offs.tolist()):
+        torch.mm(g[start:end], w[i].T, out=gx[start:end])
+        torch.mm(x[start:end].T, g[start:end], out=gw[i])
+        start = end
+    return gx, gw, None
+
+
+_grouped_mm.register_autograd(_grouped_mm_backward, setup_context=_scaled_rows_setup)
+
+
+def test_custom_op_backward_that_writes_out_slices_is_made_functional():
+    """``torch.mm(..., out=zeros_like(x)[a:b])``: each ``out=`` write becomes ``mm`` then a
+    ``slice_scatter`` into the buffer. (Before, ``zeros_like`` decomposed to a stride-0 expand,
+    which an ``out=`` write cannot go into: transformers' MoE failed on CUDA under torch 2.11.)"""
+    offs = torch.tensor([2, 5])
+    fn = lambda x, w: _grouped_mm(x.sin(), w, offs).cos()  # noqa: E731
+    args = torch.randn(5, 3, dtype=torch.float64), torch.randn(2, 3, 4, dtype=torch.float64)
+    _grads_match_autograd(fn, *args)
+    joint = aot.joint_graph(fn, *(a.clone().requires_grad_() for a in args))
+    assert not _mutable_nodes(joint)
+
+
+def test_custom_op_backward_that_reads_an_input_value_is_not_baked_in():
+    """The expert boundaries are an input: a backward that reads them (``offs.tolist()``) cannot be a
+    graph. Traced with real values, tolist() gave the first call's numbers as constants, and later
+    calls with other boundaries got wrong gradients (off by 4.7), silently. Now the backward is
+    traced with FakeTensors, where the read is a node of its own: the rule refuses it, the graph
+    leaves the course, and every call's gradients are eager's."""
+    fn = lambda x, w, offs: _scaled_rows(x.sin(), w, offs).cos().sum()  # noqa: E731
+    x, w = torch.randn(5, 3, dtype=torch.float64), torch.randn(2, 3, dtype=torch.float64)
+    with pytest.raises(NotImplementedError, match="reads values of its inputs"):
+        aot.joint_graph(fn, x.clone().requires_grad_(), w.clone().requires_grad_(), torch.tensor([2, 5]))
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="course_lib")
+    for offs in ([2, 5], [4, 5], [1, 5]):
+        xs, ws = x.clone().requires_grad_(), w.clone().requires_grad_()
+        want = torch.autograd.grad(fn(xs, ws, torch.tensor(offs)), [xs, ws])
+        got = torch.autograd.grad(compiled(xs, ws, torch.tensor(offs)), [xs, ws])
+        for a, b in zip(got, want, strict=True):
+            torch.testing.assert_close(a, b)
 
 
 # The long tail: ops with neither a course rule nor a course decomposition, whose joint graph is
@@ -1222,3 +1289,36 @@ def test_an_output_no_input_reaches_does_not_require_grad():
     out = aot.aot_function(fn)(x)
     assert not out.requires_grad and not fn(x).requires_grad
     torch.testing.assert_close(out, fn(x))
+
+
+def _reasoning_steps(x, w):
+    """HRM's pattern: all but the last steps without gradients (``torch.no_grad()``), then one with."""
+    h = x @ w
+    with torch.no_grad():
+        for _ in range(2):
+            h = torch.tanh(h @ w)
+    return torch.tanh(h @ w).sum()
+
+
+def test_no_grad_block_gets_no_gradient():
+    """A trace records ATen ops, not the grad mode they ran under; the course's rules differentiated
+    straight through ``torch.no_grad()`` (w's gradient off by 1.0 of 1.9). Calls under no_grad now
+    return detached tensors in the trace, through aot_function and through Dynamo's graph, whose
+    ``torch._C._set_grad_enabled`` nodes switch the mode while the course traces it."""
+    x, w = torch.randn(4, 4, dtype=torch.float64), torch.randn(4, 4, dtype=torch.float64)
+    _grads_match_autograd(lambda w: _reasoning_steps(x, w), w)  # x reaches the loss only through no_grad
+    seen = []
+
+    def spy(gm, example_inputs):
+        seen.append(any(n.target is torch._C._set_grad_enabled for n in gm.graph.nodes))
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(_reasoning_steps, backend=spy)(x, w)
+    assert seen == [True], "Dynamo no longer keeps the no_grad block in the graph: this test checks nothing"
+    torch._dynamo.reset()
+    ws = w.clone().requires_grad_()
+    got = torch.autograd.grad(torch.compile(_reasoning_steps, backend="course_lib")(x, ws), ws)[0]
+    wt = w.clone().requires_grad_()
+    want = torch.autograd.grad(_reasoning_steps(x, wt), wt)[0]
+    torch.testing.assert_close(got, want)

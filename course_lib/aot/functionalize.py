@@ -187,6 +187,30 @@ def out_of_place(op):
     return getattr(functional, overload, None) if functional is not None else None
 
 
+def _out_argument(op) -> str | None:
+    """The name of the one keyword-only argument an ``out=`` overload writes (``mm.out``'s ``out``)."""
+    schema = getattr(op, "_schema", None)
+    if schema is None:
+        return None
+    written = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+    return written[0].name if len(written) == 1 and written[0].kwarg_only and len(schema.returns) == 1 else None
+
+
+def out_variant_source(op):
+    """``aten.mm.out`` -> ``aten.mm.default``: the overload of the same op whose arguments are the
+    ``out=`` overload's without ``out``; None when there is none."""
+    name = _out_argument(op)
+    packet = getattr(aten, op.name().split("::")[1].split(".")[0], None)
+    if name is None or packet is None:
+        return None
+    want = [(a.name, str(a.type)) for a in op._schema.arguments if a.name != name]
+    for overload in packet.overloads():
+        candidate = getattr(packet, overload)
+        if candidate is not op and [(a.name, str(a.type)) for a in candidate._schema.arguments] == want:
+            return candidate
+    return None
+
+
 # ------------------------------------------------------------------ the interpreter
 
 
@@ -275,11 +299,27 @@ class _Functionalizer:
             return out
         if op in METADATA_MUTATIONS:
             return self.restride(node, METADATA_MUTATIONS[op], args, kwargs)
+        if _out_argument(op) is not None:
+            return self.call_out(node, op, args, kwargs)
         functional = out_of_place(op)
         if functional is None or written != [0]:
             raise NotImplementedError(f"functionalize: no functional form for {op}")
         new = functional(*args, **kwargs)
         target = node.args[0]
+        self.rewrites.append(f"{node.name}: {op} -> {functional}, then {target.name} holds the result")
+        self.write(target, new)
+        self.share_alias(node, target)
+        return self.value(node)
+
+    def call_out(self, node: Node, op, args, kwargs):
+        """``torch.mm(a, b, out=buf[2:5])``: the functional op (``mm``), then its value copied into
+        ``out``'s layout and dtype (``copy``), written to ``out`` like any write through a view."""
+        name = _out_argument(op)
+        functional = out_variant_source(op)
+        if functional is None or not isinstance(node.kwargs.get(name), Node):
+            raise NotImplementedError(f"functionalize: no functional form for {op}")
+        new = aten.copy.default(kwargs[name], functional(*args, **{k: v for k, v in kwargs.items() if k != name}))
+        target = node.kwargs[name]
         self.rewrites.append(f"{node.name}: {op} -> {functional}, then {target.name} holds the result")
         self.write(target, new)
         self.share_alias(node, target)
@@ -365,15 +405,17 @@ def has_mutations(graph: Graph) -> bool:
     return any(n.op == "call_function" and _written_args(n.target) for n in graph.nodes)
 
 
-def functionalize(fn: Callable, *args) -> Functionalized:
+def functionalize(fn: Callable, *args, tracing_mode: str = "real") -> Functionalized:
     """Trace ``fn(*args)`` to ATen (mutations kept), then build its functional twin.
 
     Raises NotImplementedError naming the op when a mutation has no functional form here.
+    ``tracing_mode="fake"`` traces FakeTensors (see :func:`course_lib.decomp.trace`).
     """
     from course_lib import decomp
 
     plain = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
-    before = decomp.trace(fn, *[a.clone() if isinstance(a, torch.Tensor) else a for a in plain], table={})
+    before = decomp.trace(fn, *[a.clone() if isinstance(a, torch.Tensor) else a for a in plain], table={},
+                          tracing_mode=tracing_mode)  # fmt: skip
     return functionalize_graph(before, *plain)
 
 

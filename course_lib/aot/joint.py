@@ -187,38 +187,85 @@ class MissingRule(KeyError):
 def _custom_op_rule(op) -> Callable | None:
     """The derivative of a custom op (``torch.library.custom_op``, outside ``aten``) is the one its
     author registered with ``torch.library.register_autograd``; no table here can know it. The rule
-    runs the op once more under autograd and asks ``torch.autograd.grad`` for the input gradients:
-    under the joint trace that records the author's backward (often a second custom op, such as
-    transformers' ``grouped_mm_fallback_backward`` for its mixture-of-experts matmul), which is what
-    torch's AOT autograd puts in the joint graph too. The repeated forward call is dead code when the
-    backward does not read the output, and goes when the graph is cleaned.
+    runs the op once more under autograd and asks ``torch.autograd.grad`` for the input gradients.
+
+    That call is first traced on its own, with FakeTensors for the joint trace's values, as torch's
+    AOT Autograd traces: a backward that reads a value (``offs.tolist()``) raises there. With real
+    values, ``tolist()`` hands plain numbers to Python without the tracer seeing it, and the graph
+    would keep this call's expert boundaries for every later call. Constants (``torch.tensor([2, 5])``
+    written in the model) stay real, and may be read.
+
+    Authors write backwards that fill a zeros buffer piece by piece (``torch.mm(..., out=buf[a:b])``,
+    ``add_``). Such a trace is made functional by the course's own pass
+    (:mod:`course_lib.aot.functionalize`), and its functional version is replayed into the joint
+    trace: ``slice_scatter`` nodes where the author wrote. A backward without writes is recorded as it
+    runs (often a second custom op, as transformers' ``grouped_mm_fallback_backward``). The repeated
+    forward call is dead code when the backward does not read the output, and goes when the graph
+    is cleaned.
     """
     if not isinstance(op, torch._ops.OpOverload) or op.namespace in ("aten", "prims"):
         return None
 
     def rule(grad, out, *args, **kwargs):
-        floats = [a for a in pytree.tree_leaves(args) if isinstance(a, torch.Tensor) and a.is_floating_point()]
-        leaves = list({id(t): t for t in floats if not t.requires_grad}.values())
-        graph = compat.tracing_graph()
-        before = len(graph.nodes) if graph is not None else 0
-        for t in leaves:  # values of the trace are leaves without grad: mark them for this call only
-            t.requires_grad_(True)
-        try:
-            with torch.enable_grad():
-                outs = _flat(op(*args, **kwargs))
-            pairs = [(o, g) for o, g in zip(outs, _flat(grad)) if g is not None and o.requires_grad]
-            got = torch.autograd.grad([o for o, _ in pairs], leaves, [g for _, g in pairs], allow_unused=True)
-        finally:
-            for t in leaves:
-                t.requires_grad_(False)
-        _refuse_writes(op, list(graph.nodes)[before:] if graph is not None else [])
-        by_id = {id(t): g for t, g in zip(leaves, got)}
+        from course_lib.aot.functionalize import functionalize, has_mutations
+
+        parts = [pytree.tree_flatten(a) for a in (*args, *kwargs.values())]
+        flat = [t for leaves, _ in parts for t in leaves]
+        # the trace's values become inputs of the small trace (op(s, s): s once); its constants stay
+        # constants, which the backward may read (offsets written as torch.tensor([...]) in the model)
+        unique = list({id(t): t for t in flat if isinstance(t, torch.Tensor) and compat.traced_as_variable(t)}.values())
+        slot = {id(t): i for i, t in enumerate(unique)}
+        cotangents = [(j, g) for j, g in enumerate(_flat(grad)) if g is not None]
+        floats = [i for i, t in enumerate(unique) if t.is_floating_point()]
+
+        def author_backward(*tensors):
+            gs, ts = tensors[: len(cotangents)], tensors[len(cotangents) :]
+            a = _unflatten([ts[slot[id(t)]] if id(t) in slot else t for t in flat], parts)
+            marked = [ts[i] for i in floats if not ts[i].requires_grad]
+            for t in marked:  # values of a trace are leaves without grad: marked for this call only
+                t.requires_grad_(True)
+            try:
+                with torch.enable_grad():
+                    outs = _flat(op(*a[: len(args)], **dict(zip(kwargs, a[len(args) :]))))
+                pairs = [(outs[j], g) for (j, _), g in zip(cotangents, gs) if outs[j].requires_grad]
+                return torch.autograd.grad([o for o, _ in pairs], [ts[i] for i in floats], [g for _, g in pairs],
+                                           allow_unused=True)  # fmt: skip
+            finally:
+                for t in marked:
+                    t.requires_grad_(False)
+
+        inputs = [g for _, g in cotangents] + unique
+        mode = "real" if any(compat.is_fake(t) for t in inputs) else "fake"  # a symbolic joint trace is fake already
+        with compat.outside_trace():
+            func = functionalize(author_backward, *inputs, tracing_mode=mode)
+        read = _reads_input_values(func.before)
+        if read:
+            raise NotImplementedError(f"the backward registered for {op} reads values of its inputs ({read}): "
+                                      "its shapes depend on data, which a course graph cannot have")  # fmt: skip
+        if has_mutations(func.before):
+            got = func.fn(*inputs)[: func.num_outputs]  # the functional version, replayed into the joint trace
+        else:
+            got = author_backward(*inputs)  # recorded as written
+        by_id = {id(unique[i]): g for i, g in zip(floats, got)}
         # a tensor passed twice (op(s, s)) got its whole gradient from autograd: it goes to its first
         # position only, since backward_pass adds every position's gradient to the same node
         return tuple(pytree.tree_map(lambda a: by_id.pop(id(a), None) if isinstance(a, torch.Tensor) else None,
                                      list(args)))  # fmt: skip
 
     return rule
+
+
+def _reads_input_values(graph) -> str | None:
+    """The first op of ``graph`` that reads values (``aten._local_scalar_dense``: ``.item()``,
+    ``.tolist()``) of something computed from a graph input, else None. A FakeTensor trace records
+    such a read as a node whose result is a size symbol; reads of constants are fine."""
+    from_inputs = set()
+    for n in graph.nodes:
+        if n.op == "placeholder" or any(a in from_inputs for a in n.all_input_nodes):
+            from_inputs.add(n)
+            if n.op == "call_function" and torch.Tag.data_dependent_output in getattr(n.target, "tags", ()):
+                return str(n.target)
+    return None
 
 
 def has_torch_formula(op) -> bool:
@@ -293,19 +340,6 @@ def _unflatten(values: list, parts: list) -> list:
         out.append(pytree.tree_unflatten(values[i : i + len(leaves)], spec))
         i += len(leaves)
     return out
-
-
-def _refuse_writes(op, recorded: list[Node]) -> None:
-    """The graphs here are functional. An author's backward that writes in place or into an
-    ``out=`` tensor (``torch_nn::_linear_cross_entropy...``'s accumulates into a zeros buffer) was
-    recorded with its writes, and the course's decompositions make ``zeros_like`` a stride-0
-    expand, so those writes give garbage; torch's AOT Autograd functionalizes such code, so the
-    graph goes there."""
-    for n in recorded:
-        schema = getattr(n.target, "_schema", None) if n.op == "call_function" else None
-        if schema is not None and schema.is_mutable:
-            raise NotImplementedError(f"the backward registered for {op} writes in place ({n.target}); "
-                                      "course_lib.aot traces functional graphs only")  # fmt: skip
 
 
 def _depends_on(roots: list[Node]) -> set[Node]:

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils import _pytree as pytree
 
 from course_lib.decomp import models as _models  # noqa: F401  (registers the entries real models need)
 from course_lib.decomp import table as _table
@@ -40,7 +41,7 @@ __all__ = ["BEFORE_DISPATCH", "DECOMPOSITIONS", "FUSED_ATTENTION", "KIND", "PRIM
            "primitive_counts", "register", "torch_decomposition", "trace"]  # fmt: skip
 
 
-def trace(fn: Callable, *args: Any, table: dict | None = None, provenance: bool = False):
+def trace(fn: Callable, *args: Any, table: dict | None = None, provenance: bool = False, tracing_mode: str = "real"):
     """``fn`` traced to an ATen course_lib.fx Graph with ``table`` applied (default: ours).
 
     Pass ``table={}`` for the undecomposed ATen graph. Ops in :data:`BEFORE_DISPATCH` are
@@ -48,6 +49,8 @@ def trace(fn: Callable, *args: Any, table: dict | None = None, provenance: bool 
     ``provenance``: each node's ``meta["original_aten"]`` is the op whose decomposition made it (the
     outermost one: ``prims.erfcx`` from torch's entry for ``erfcx``, called by the one for ``log_ndtr``,
     says ``log_ndtr``), as torch's tracer records it under ``torch.fx.traceback.preserve_node_meta``.
+    ``tracing_mode="fake"`` traces FakeTensors: code that reads a value (``.tolist()``) raises
+    instead of leaving this call's values in the graph as constants.
     """
     import contextlib
 
@@ -63,7 +66,7 @@ def trace(fn: Callable, *args: Any, table: dict | None = None, provenance: bool 
             return fn(*a)
 
     with fx_traceback.preserve_node_meta() if provenance else contextlib.nullcontext():
-        return from_torch_fx(compat.make_fx(traced, *args, decompositions=table))
+        return from_torch_fx(compat.make_fx(traced, *args, decompositions=table, tracing_mode=tracing_mode))
 
 
 def torch_decomposition(op) -> Callable | None:
@@ -129,16 +132,36 @@ class BeforeDispatch(TorchFunctionMode):
     Autograd traces FakeTensors, for which the same C++ takes a traceable branch; the course
     traces real tensors, so it swaps the call at the ``__torch_function__`` layer, above the C++
     body, for that traceable form.
+
+    Second job: grad mode. A trace records ATen ops, and ATen ops do not say whether gradients
+    were on when they ran; the course differentiates the graph by its own rules, which would go
+    straight through a ``with torch.no_grad():`` block (Dynamo keeps the block as
+    ``torch._C._set_grad_enabled`` calls; HRM runs all but its last reasoning steps in one). So
+    where gradients were on when the trace began and are off now, every tensor a call returns is
+    passed through ``detach``, which the derivative rules read as "no gradient", as autograd would.
     """
+
+    def __init__(self):
+        super().__init__()
+        self.grad_at_start = torch.is_grad_enabled()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         rewrite = BEFORE_DISPATCH.get(func)
-        if rewrite is not None:
-            out = rewrite(*args, **kwargs)
-            if out is not NotImplemented:
-                return out
-        return func(*args, **kwargs)
+        out = rewrite(*args, **kwargs) if rewrite is not None else NotImplemented
+        if out is NotImplemented:
+            out = func(*args, **kwargs)
+        if self.grad_at_start and not torch.is_grad_enabled() and func not in _KEEPS_GRAPH:
+            return pytree.tree_map_only(torch.Tensor, _cut, out)
+        return out
+
+
+def _cut(t: torch.Tensor) -> torch.Tensor:
+    return t.detach() if t.is_floating_point() or t.is_complex() else t
+
+
+#: functions that return their argument's own tensor object, whose identity later code relies on
+_KEEPS_GRAPH = {torch.Tensor.detach, torch.Tensor.requires_grad_, torch.Tensor.__setitem__}
 
 
 def _example_inputs(graph) -> list:

@@ -835,9 +835,14 @@ def cudnn_attention(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None, c
 
 
 def _filled(x: Tensor, value: float, dtype: torch.dtype | None, device: torch.device | None) -> Tensor:
-    """``x``'s shape filled with ``value``; ``dtype``/``device`` default to ``x``'s (``isreal`` asks for bool)."""
+    """``x``'s shape filled with ``value``; ``dtype``/``device`` default to ``x``'s (``isreal`` asks for bool).
+
+    The 0-d value expanded, then copied (``_to_copy`` of an expand is dense): the result is a
+    tensor of its own, which code may write into (a registered backward's
+    ``torch.mm(..., out=zeros_like(x)[a:b])``), while every element of an expand is one memory
+    location. Lowered, the copy is a constant, fused like the expand alone was."""
     fill = aten.scalar_tensor.default(value, dtype=dtype or x.dtype, device=device or x.device)
-    return aten.expand.default(fill, list(x.shape))
+    return aten._to_copy.default(aten.expand.default(fill, list(x.shape)))
 
 
 @register(aten.zeros_like.default)
