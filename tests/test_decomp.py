@@ -185,3 +185,17 @@ def test_one_hot_traces_to_primitives():
         assert got.dtype == want.dtype and torch.equal(got, want)
     with pytest.raises(RuntimeError, match="tracing tensor"):  # the width is a value: still refused
         decomp.trace(torch.nn.functional.one_hot, x)
+
+
+@pytest.mark.parametrize("length, start, end, step", [(10, 0, None, 2), (10, 1, 9, 3), (9, -5, None, 2), (6, 4, 5, 2),
+                                                      (6, 5, None, 3), (5, 0, 5, 5), (2, 2, None, 2)])  # fmt: skip
+def test_strided_slice_scatter_traces_to_primitives(length, start, end, step):
+    """``x[:, start:end:step] = src`` (Qwen3.5 writes every other channel; its graphs left the course
+    before): one column of the span viewed as ``[n, step]``, then a step-1 scatter; a span past the
+    end is padded and cut again (slices and cat are kept whole, as roll's). An empty slice writes
+    nothing (it crashed the step-1 gather)."""
+    base = torch.randn(3, length)
+    src = torch.randn_like(base[:, start:end:step])
+    graph = decomp.trace(lambda b, s: torch.ops.aten.slice_scatter.default(b, s, 1, start, end, step), base, src)
+    assert set(decomp.non_primitive(graph)) <= {"aten.slice.Tensor", "aten.cat.default"}
+    torch.testing.assert_close(graph(base, src), torch.slice_scatter(base, src, 1, start, end, step), rtol=0, atol=0)

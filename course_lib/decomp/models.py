@@ -122,12 +122,15 @@ def _window(base: Tensor, dim: int, start: int, size: int, step: int = 1) -> Ten
 @register(aten.slice_scatter.default, complex_ok=True)
 def slice_scatter(base: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None,
                   step: int = 1) -> Tensor:  # fmt: skip
-    """``base`` with ``base[start:end]`` (along dim) replaced by ``src``: a gather of src, then where."""
+    """``base`` with ``base[start:end:step]`` (along dim) replaced by ``src``: a gather of src, then
+    where. A step of k writes one column of the span viewed as ``[n, k]`` (see :func:`_strided_scatter`)."""
     dim = dim % base.dim()
     first, _, _ = slice(start, end, step).indices(base.shape[dim])
     n = src.shape[dim]
+    if n == 0:  # an empty slice (Qwen3.5's x[..., 2::2] of two channels): nothing is written
+        return aten._to_copy.default(base)
     if step != 1:
-        raise NotImplementedError("slice_scatter: the course handles step 1")
+        return _strided_scatter(base, src, dim, first, n, step)
     along = [1] * base.dim()
     along[dim] = base.shape[dim]
     pos = torch.ops.prims.iota.default(base.shape[dim], start=-first, step=1, dtype=torch.int64, device=base.device,
@@ -136,6 +139,27 @@ def slice_scatter(base: Tensor, src: Tensor, dim: int = 0, start: int | None = N
     shape = list(base.shape)
     picked = aten.gather.default(src, dim, aten.expand.default(aten.view.default(index, along), shape))
     return aten.where.self(_window(base, dim, first, n), picked, base)
+
+
+def _strided_scatter(base: Tensor, src: Tensor, dim: int, first: int, n: int, step: int) -> Tensor:
+    """``base[first::step] = src`` (n values along ``dim``) from step-1 pieces: the span
+    ``first .. first + n*step`` viewed as ``[n, step]`` has the written positions as its column 0,
+    so a ``select_scatter`` of that column, then a ``slice_scatter`` of the span back into base. A
+    span that runs past the end is padded first (with copies of its first row, cut off again)."""
+    length = base.shape[dim]
+    span = aten.slice.Tensor(base, dim, first, min(first + n * step, length))
+    short = first + n * step - length
+    if short > 0:
+        fill = list(span.shape)
+        fill[dim] = short
+        span = aten.cat.default([span, aten.expand.default(aten.slice.Tensor(span, dim, 0, 1), fill)], dim)
+    shape = list(span.shape)
+    grouped = aten.view.default(aten.clone.default(span, memory_format=torch.contiguous_format),
+                                [*shape[:dim], n, step, *shape[dim + 1 :]])  # fmt: skip
+    span = aten.view.default(select_scatter(grouped, src, dim + 1, 0), shape)
+    if short > 0:
+        span = aten.slice.Tensor(span, dim, 0, n * step - short)
+    return slice_scatter(base, span, dim, first, first + span.shape[dim])
 
 
 @register(aten.select_scatter.default, complex_ok=True)
