@@ -45,6 +45,35 @@ from course_lib.inductor.sizevars import (  # noqa: F401
 # ---------------------------------------------------------------------------
 
 
+def _cached_hash(self) -> int:
+    """A frozen dataclass hashes its fields on every call, so a set of expressions rehashed whole
+    subtrees each time: exponential for a recurrence, where step t's expression holds step t-1's
+    twice (RWKV's and Kimi-Linear's compiles took 200 s). Computed once, kept on the instance."""
+    h = self.__dict__.get("_hash")
+    if h is None:
+        h = self.__dict__["_hash"] = hash(tuple(getattr(self, f) for f in self.__dataclass_fields__))
+    return h
+
+
+def walk(expr):
+    """Every distinct sub-expression of ``expr`` (each object once, however often it is shared),
+    children before parents, the index expressions of indirect loads included. Expressions are
+    DAGs: a walk that recursed into every use of a shared node would be exponential in depth."""
+    seen, order, stack = set(), [], [(expr, False)]
+    while stack:
+        e, done = stack.pop()
+        if done:
+            order.append(e)
+            continue
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        stack.append((e, True))
+        kids = e.args if isinstance(e, Op) else [x for _, x in e.indirect] if isinstance(e, Load) else ()
+        stack.extend((k, False) for k in reversed(kids))
+    return order
+
+
 @dataclass(frozen=True)
 class Load:
     """Read ``buf`` at flat element ``index``; ``indirect`` binds symbols to loaded values
@@ -58,6 +87,8 @@ class Load:
     def __str__(self):
         ind = "".join(f", {s}={e}" for s, e in self.indirect)
         return f"load({self.buf}, {self.index}{ind})"
+
+    __hash__ = _cached_hash
 
 
 @dataclass(frozen=True)
@@ -88,6 +119,8 @@ class Op:
 
     def __str__(self):
         return f"{self.op}({', '.join(str(a) for a in self.args)})"
+
+    __hash__ = _cached_hash
 
 
 Expr = Load | Const | IndexValue | Op
@@ -169,12 +202,8 @@ def _upcast(e):
 
 
 def loads(expr) -> list[Load]:
-    """Every Load in ``expr`` (with repetition, depth first)."""
-    if isinstance(expr, Load):
-        return [expr] + [ld for _, e in expr.indirect for ld in loads(e)]
-    if isinstance(expr, Op):
-        return [ld for a in expr.args for ld in loads(a)]
-    return []
+    """Every distinct Load in ``expr``, in first-use order."""
+    return list(dict.fromkeys(e for e in walk(expr) if isinstance(e, Load)))
 
 
 def map_loads(expr, fn):
@@ -187,12 +216,17 @@ def map_loads(expr, fn):
 
 
 def count_ops(expr) -> int:
-    """Arithmetic ops in one element's body (the flop estimate of the roofline)."""
-    if isinstance(expr, Op):
-        return (0 if expr.op == "to_dtype" else 1) + sum(count_ops(a) for a in expr.args)
-    if isinstance(expr, Load):
-        return sum(count_ops(e) for _, e in expr.indirect)
-    return 0
+    """Arithmetic ops in one element's body (the flop estimate of the roofline), a shared
+    sub-expression counted at every use, as the expression reads (in one pass over the DAG)."""
+    count: dict[int, int] = {}
+    for e in walk(expr):
+        if isinstance(e, Op):
+            count[id(e)] = (0 if e.op == "to_dtype" else 1) + sum(count[id(a)] for a in e.args)
+        elif isinstance(e, Load):
+            count[id(e)] = sum(count[id(x)] for _, x in e.indirect)
+        else:
+            count[id(e)] = 0
+    return count[id(expr)]
 
 
 # ---------------------------------------------------------------------------

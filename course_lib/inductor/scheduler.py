@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from course_lib.inductor.ir import Buffer, GraphIR, Load, Op, compute_dtype, count_ops, loads
+from course_lib.inductor.ir import Buffer, GraphIR, Load, Op, compute_dtype, count_ops, loads, walk
 from course_lib.inductor.sizevars import (
     body_in_kernel,
     flat_index,
@@ -206,13 +206,8 @@ def expand(expr, members: dict, group, memo: dict, kept: tuple | None = None, in
 
 
 def acc_refs(expr) -> set:
-    if isinstance(expr, Acc):
-        return {expr.buf}
-    if isinstance(expr, Op):
-        return set().union(*[acc_refs(a) for a in expr.args]) if expr.args else set()
-    if isinstance(expr, Load):
-        return set().union(set(), *[acc_refs(e) for _, e in expr.indirect])
-    return set()
+    """The accumulators (earlier reductions of the kernel) ``expr`` reads."""
+    return {e.buf for e in walk(expr) if isinstance(e, Acc)}
 
 
 # ---------------------------------------------------------------------------

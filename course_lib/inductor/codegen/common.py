@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from course_lib.inductor.ir import Const, IndexValue, Load, Op
+from course_lib.inductor.ir import Const, IndexValue, Load, Op, walk
 from course_lib.inductor.scheduler import Acc
 from course_lib.inductor.sizevars import _linear_terms, free_sizes, kernel_vars, prod
 
@@ -37,16 +37,10 @@ class Scope:
 
 
 def depends_on(expr, symbols: set) -> bool:
-    """Does the value change with any of ``symbols`` (the inner loop variables)?"""
-    if isinstance(expr, Load):
-        return bool(sympy.sympify(expr.index).free_symbols & symbols) or any(
-            depends_on(e, symbols) for _, e in expr.indirect
-        )
-    if isinstance(expr, IndexValue):
-        return bool(sympy.sympify(expr.index).free_symbols & symbols)
-    if isinstance(expr, Op):
-        return any(depends_on(a, symbols) for a in expr.args)
-    return False
+    """Does the value change with any of ``symbols`` (the inner loop variables)? It does when an
+    index it reads does (one pass over the expression DAG)."""
+    return any(isinstance(e, (Load, IndexValue)) and bool(sympy.sympify(e.index).free_symbols & symbols)
+               for e in walk(expr))  # fmt: skip
 
 
 def pointer_names(plan) -> dict[str, str]:

@@ -32,7 +32,7 @@ import subprocess
 import sympy
 
 from course_lib.inductor.codegen.common import Kernel, Scope, depends_on, pointer_names, simplify_loops  # noqa: F401
-from course_lib.inductor.ir import FLOATING, Const, IndexValue, Load, Op
+from course_lib.inductor.ir import FLOATING, Const, IndexValue, Load, Op, walk
 from course_lib.inductor.scheduler import KernelPlan
 from course_lib.inductor.sizevars import FloorDiv, ModIdx, is_static, kernel_vars, prod
 
@@ -230,19 +230,23 @@ def cpp_const(value, dtype) -> str:
 
 
 def _inner_ops(expr, inner_syms: set, out: set) -> None:
-    """Collect the Op nodes of ``expr`` whose value changes with the inner loop variables."""
-    if isinstance(expr, Op):
-        for a in expr.args:
-            _inner_ops(a, inner_syms, out)
-        if depends_on(expr, inner_syms):
-            out.add(expr)
-    elif isinstance(expr, Load):
-        for _, e in expr.indirect:
-            _inner_ops(e, inner_syms, out)
+    """Collect the Op nodes of ``expr`` whose value changes with the inner loop variables (one
+    pass over the expression DAG, children first)."""
+    varies: dict[int, bool] = {}
+    for e in walk(expr):
+        if isinstance(e, Op):
+            varies[id(e)] = any(varies[id(a)] for a in e.args)
+            if varies[id(e)]:
+                out.add(e)
+        elif isinstance(e, (Load, IndexValue)):
+            kids = [x for _, x in e.indirect] if isinstance(e, Load) else []
+            varies[id(e)] = bool(sympy.sympify(e.index).free_symbols & inner_syms) or any(varies[id(x)] for x in kids)
+        else:
+            varies[id(e)] = False
 
 
 def _costly(expr) -> bool:
-    return isinstance(expr, Op) and (expr.op in EXPENSIVE or any(_costly(a) for a in expr.args))
+    return any(isinstance(e, Op) and e.op in EXPENSIVE for e in walk(expr)) if isinstance(expr, Op) else False
 
 
 class CppKernel(Kernel):
