@@ -150,6 +150,7 @@ class Node:
         if op not in OPCODES:
             raise ValueError(f"unknown FX opcode {op!r}; expected one of {OPCODES}")
         self.graph = graph
+        self._name = None
         self.name = name
         self.op = op
         self.target = target
@@ -159,6 +160,18 @@ class Node:
         self._kwargs: dict = {}
         self._input_nodes: list[Node] = []
         self._update(tuple(args), dict(kwargs))
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, value: str) -> None:  # the graph counts the names in use (unique_name reads it)
+        taken = self.graph._taken
+        if self._name is not None:
+            taken[self._name] -= 1
+        taken[value] = taken.get(value, 0) + 1
+        self._name = value
 
     # -- arguments and use lists ---------------------------------------------------------
     @property
@@ -263,6 +276,8 @@ class Graph:
     def __init__(self, owning_module: Any = None):
         self._nodes: list[Node] = []
         self._names: dict[str, int] = {}
+        self._taken: dict[str, int] = {}  # name -> how many live nodes carry it (a node may be renamed)
+        self._outputs = 0  # output nodes in the graph (0 or 1): nodes are appended before it
         self._insert_at: tuple[str, Node | None] = ("append", None)
         self.owning_module = owning_module
 
@@ -292,14 +307,14 @@ class Graph:
         candidate = _snake(candidate) if not candidate.isidentifier() else candidate
         match = re.fullmatch(r"(.*)_(\d+)", candidate)
         stem = candidate
-        if candidate in self._names or any(n.name == candidate for n in self._nodes):
+        if candidate in self._names or self._taken.get(candidate):
             if match:
                 stem = match.group(1)
             count = self._names.get(stem, 0)
             while True:
                 count += 1
                 name = f"{stem}_{count}"
-                if not any(n.name == name for n in self._nodes) and name not in self._names:
+                if not self._taken.get(name) and name not in self._names:
                     break
             self._names[stem] = count
             self._names[name] = 0
@@ -310,19 +325,26 @@ class Graph:
     # -- creating nodes ---------------------------------------------------------------------
     def create_node(self, op: str, target: Any, args=(), kwargs=None, name: str | None = None) -> Node:
         """Make a node and insert it at the current insertion point (end by default)."""
-        if op == "output" and any(n.op == "output" for n in self._nodes):
+        if op == "output" and self._outputs:
             raise ValueError("a graph has at most one output node")
         node = Node(self, self.unique_name(name or base_name(op, target)), op, target, args, kwargs or {})
         mode, anchor = self._insert_at
         if mode == "append" or anchor is None:
-            out = [i for i, n in enumerate(self._nodes) if n.op == "output"]
-            self._nodes.insert(out[0] if out and op != "output" else len(self._nodes), node)
+            if op == "output" or not self._outputs:
+                self._nodes.append(node)
+            else:  # before the output node, usually the last one (a scan per node made tracing quadratic)
+                last = self._nodes[-1]
+                self._nodes.insert(len(self._nodes) - 1 if last.op == "output" else self._output_index(), node)
         else:
             i = self._index(anchor)
             self._nodes.insert(i if mode == "before" else i + 1, node)
             if mode == "after":
                 self._insert_at = ("after", node)  # consecutive inserts keep program order
+        self._outputs += op == "output"
         return node
+
+    def _output_index(self) -> int:
+        return next(i for i, n in enumerate(self._nodes) if n.op == "output")
 
     def placeholder(self, name: str, default: Any = ...) -> Node:
         return self.create_node("placeholder", name, () if default is ... else (default,), name=name)
@@ -380,6 +402,8 @@ class Graph:
             raise RuntimeError(f"cannot erase node {node.name}: it still has users {list(node.users)}")
         node._update((), {})
         self._nodes.pop(self._index(node))
+        self._taken[node.name] -= 1
+        self._outputs -= node.op == "output"
 
     def eliminate_dead_code(self) -> bool:
         """Erase pure nodes without users, last to first; returns whether anything changed."""

@@ -74,6 +74,19 @@ def walk(expr):
     return order
 
 
+def nodes(expr):
+    """Every distinct sub-expression of ``expr``, parents first, lazily: for ``any(...)`` tests that
+    stop at the first hit (:func:`walk` lists them all, children first)."""
+    seen, stack = set(), [expr]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        stack.extend(e.args if isinstance(e, Op) else [x for _, x in e.indirect] if isinstance(e, Load) else ())
+
+
 @dataclass(frozen=True)
 class Load:
     """Read ``buf`` at flat element ``index``; ``indirect`` binds symbols to loaded values

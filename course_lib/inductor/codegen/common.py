@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from course_lib.inductor.ir import Const, IndexValue, Load, Op, walk
+from course_lib.inductor.ir import Const, IndexValue, Load, Op, nodes
 from course_lib.inductor.scheduler import Acc
 from course_lib.inductor.sizevars import _linear_terms, free_sizes, kernel_vars, prod
 
@@ -40,7 +40,7 @@ def depends_on(expr, symbols: set) -> bool:
     """Does the value change with any of ``symbols`` (the inner loop variables)? It does when an
     index it reads does (one pass over the expression DAG)."""
     return any(isinstance(e, (Load, IndexValue)) and bool(sympy.sympify(e.index).free_symbols & symbols)
-               for e in walk(expr))  # fmt: skip
+               for e in nodes(expr))  # fmt: skip
 
 
 def pointer_names(plan) -> dict[str, str]:

@@ -32,7 +32,7 @@ import subprocess
 import sympy
 
 from course_lib.inductor.codegen.common import Kernel, Scope, depends_on, pointer_names, simplify_loops  # noqa: F401
-from course_lib.inductor.ir import FLOATING, Const, IndexValue, Load, Op, walk
+from course_lib.inductor.ir import FLOATING, Const, IndexValue, Load, Op, nodes, walk
 from course_lib.inductor.scheduler import KernelPlan
 from course_lib.inductor.sizevars import FloorDiv, ModIdx, is_static, kernel_vars, prod
 
@@ -246,7 +246,7 @@ def _inner_ops(expr, inner_syms: set, out: set) -> None:
 
 
 def _costly(expr) -> bool:
-    return any(isinstance(e, Op) and e.op in EXPENSIVE for e in walk(expr)) if isinstance(expr, Op) else False
+    return any(isinstance(e, Op) and e.op in EXPENSIVE for e in nodes(expr)) if isinstance(expr, Op) else False
 
 
 class CppKernel(Kernel):
