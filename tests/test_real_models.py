@@ -81,7 +81,7 @@ KNOWN_MORE: dict[str, str] = {}
 
 
 @pytest.mark.skipif(os.environ.get("COURSE_REAL_MODELS_MORE") != "1",
-                    reason="50 more architectures, 10-200 s each on 2 cores: COURSE_REAL_MODELS_MORE=1 runs them")  # fmt: skip
+                    reason="52 more architectures, 10-200 s each on 2 cores: COURSE_REAL_MODELS_MORE=1 runs them")  # fmt: skip
 @pytest.mark.parametrize(
     "name",
     [pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN_MORE[n], strict=True)) if n in KNOWN_MORE else n
@@ -153,3 +153,44 @@ def test_graph_mismatches_sees_a_wrong_kernel(monkeypatch):
     monkeypatch.setitem(cpp.CPP_RULES, "tanh", "std::sin({0})")  # GPT-2's GELU uses tanh
     problems = real_models.graph_mismatches("gpt2")
     assert problems and all("differs by" in p for p in problems), problems
+
+
+def test_tiny_keeps_one_layer_of_each_kind():
+    """Qwen3-Next alternates three linear-attention layers and one full-attention layer: two layers
+    cut from the front would both be linear (and transformers refuses a cache with no attention
+    layer); tiny() keeps the first layer of each kind."""
+    model, inputs = real_models.build("causal_lm:qwen3_next")
+    assert model.config.layer_types == ["linear_attention", "full_attention"]
+    assert model.config.num_hidden_layers == 2 and model.config.hidden_size == 32
+    assert set(inputs) == {"input_ids"} and int(inputs["input_ids"].max()) < model.config.vocab_size
+
+
+def test_tiny_names_what_is_wrong():
+    with pytest.raises(ValueError, match="unknown task 'translation'"):
+        real_models.tiny("llama", "translation")
+    with pytest.raises(ValueError, match="no causal_lm model for 'vit'"):
+        real_models.build("causal_lm:vit")
+    with pytest.raises(ValueError, match="task:model_type"):
+        real_models.build("llama_tiny")
+
+
+def test_an_architecture_nobody_configured_matches_eager(strict):
+    """Qwen3.5 (text), from transformers' default config by tiny()'s rule alone: its strided writes
+    (x[..., ::2] = ...) sent two graphs to torch's AOT before the course decomposed them."""
+    result = real_models.compare("causal_lm:qwen3_5_text")
+    assert result.ok(), result
+
+
+def test_architecture_sweep_reports_each_outcome():
+    """bench/sweep_architectures.py, one model a subprocess: GPT-2 from its default config passes;
+    DBRX's nested attention config does not build by tiny()'s rule, which is an outcome, not a crash."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "sweep_architectures.py"
+    spec = importlib.util.spec_from_file_location("sweep_architectures", path)
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    ok = sweep.run_one("causal_lm:gpt2", timeout=300)
+    assert ok["outcome"] == "ok" and ok["comparison"]["grad_error"] < 2e-3, ok
+    assert sweep.run_one("causal_lm:dbrx", timeout=300)["outcome"] == "unbuildable"

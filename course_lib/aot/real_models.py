@@ -306,16 +306,100 @@ MORE: dict[str, RealModel] = {m.name: m for m in [
               num_attention_heads=4, num_key_value_heads=2, head_dim=8, num_local_experts=4, num_experts_per_tok=1,
               interleave_moe_layer_step=1, max_position_embeddings=64, attention_dropout=0.0, pad_token_id=0,
               no_rope_layers=[1, 1])),
+    # from the architecture sweep (bench/sweep_architectures.py), built by tiny()'s one rule:
+    # HRM runs all but its last reasoning cycles under torch.no_grad(); Qwen3.5 writes x[..., ::2]
+    RealModel("hrm_text", "decoder", lambda: tiny("hrm_text").build()),
+    RealModel("qwen3_5_text", "decoder", lambda: tiny("qwen3_5_text").build()),
 ]}  # fmt: skip
 
 
+#: What :func:`tiny` sets, where an architecture's default config has the key (or an alias of it):
+#: widths of 32, two layers, four heads, four experts, 96 tokens.
+_TINY = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+             head_dim=8, vocab_size=96, max_position_embeddings=64, num_experts=4, num_local_experts=4,
+             n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=32,
+             expert_intermediate_size=32, n_shared_experts=1, kv_lora_rank=16, q_lora_rank=16, qk_rope_head_dim=4,
+             qk_nope_head_dim=4, v_head_dim=8, n_group=1, topk_group=1, ffn_dim=64, d_model=32, d_ff=64, d_kv=8,
+             encoder_layers=1, decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4,
+             encoder_ffn_dim=64, decoder_ffn_dim=64, num_layers=2, num_heads=4, embed_dim=32, embedding_size=32,
+             image_size=32, patch_size=8, num_channels=3)  # fmt: skip
+
+#: transformers' auto mappings by task: the model class for a model type, and the inputs it takes
+TASKS = {"causal_lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "masked_lm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
+         "image_classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES"}  # fmt: skip
+
+
+def tiny_types(task: str = "causal_lm") -> list[str]:
+    """Every model type transformers has a class for, for ``task`` (a key of :data:`TASKS`)."""
+    from transformers.models.auto import modeling_auto
+
+    return sorted(getattr(modeling_auto, TASKS[task]))
+
+
+def tiny(model_type: str, task: str = "causal_lm") -> RealModel:
+    """Any architecture transformers knows, from its own default config made small by one rule
+    (no hand-written config): every key of :data:`_TINY` the config has is set, every dropout is 0,
+    a per-layer list keeps its first entries, token ids outside the small vocabulary move inside it.
+    For sweeping architectures nobody here has looked at (bench/sweep_architectures.py); the
+    result may still be large or refuse to build, which the sweep reports as such."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
+
+    def build_tiny():
+        import transformers
+        from transformers.models.auto import modeling_auto
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+        classes = getattr(modeling_auto, TASKS[task])
+        if model_type not in classes:
+            raise ValueError(f"transformers has no {task} model for {model_type!r}")
+        config_cls = CONFIG_MAPPING[model_type]
+        default = config_cls()
+        values = default.to_dict()
+        present = set(values) | set(getattr(default, "attribute_map", {}))
+        kw = {k: v for k, v in _TINY.items() if k in present and not isinstance(values.get(k), (list, tuple))}
+        layers = getattr(default, "num_hidden_layers", None)
+        per_layer = [k for k, v in values.items() if isinstance(v, list) and layers and len(v) == layers > 1]
+        if per_layer:  # keep one layer of each kind (full / linear / sliding attention...), at least two
+            kinds = {}
+            for i in range(layers):
+                kinds.setdefault(repr([values[k][i] for k in per_layer]), i)
+            keep = sorted(kinds.values())[:4]
+            keep = keep if len(keep) > 1 else [0, 1]
+            kw.update({k: [values[k][i] for i in keep] for k in per_layer}, num_hidden_layers=len(keep))
+        for k, v in values.items():
+            if isinstance(v, float) and ("dropout" in k or "pdrop" in k or "drop_path" in k or k == "layerdrop"):
+                kw[k] = 0.0
+        vocab = kw.get("vocab_size", getattr(default, "vocab_size", 96))
+        for i, k in enumerate(sorted(k for k, v in values.items() if k.endswith("token_id")
+                                     and isinstance(v, int) and v >= vocab)):  # fmt: skip
+            kw[k] = i
+        config = config_cls(**kw)
+        config._attn_implementation = "eager"
+        model_cls = getattr(transformers, classes[model_type])
+        if getattr(model_cls, "_supports_sdpa", False):
+            config._attn_implementation = "sdpa"
+        model = model_cls(config)
+        g = torch.Generator().manual_seed(0)
+        if task == "image_classification":
+            size = getattr(config, "image_size", 32)
+            size = size[0] if isinstance(size, (list, tuple)) else size
+            return model, {"pixel_values": torch.randn(2, getattr(config, "num_channels", 3), size, size, generator=g)}
+        return model, {"input_ids": torch.randint(0, int(getattr(config, "vocab_size", vocab)), (2, 8), generator=g)}
+
+    return RealModel(f"{task}:{model_type}", task, build_tiny)
+
+
 def build(name: str, seed: int = 0) -> tuple[torch.nn.Module, dict]:
-    """A fresh model (random weights from ``seed``) and its example inputs."""
+    """A fresh model (random weights from ``seed``) and its example inputs. ``name`` is one of
+    :data:`MODELS` and :data:`MORE`, or ``task:model_type`` for :func:`tiny` (``causal_lm:olmoe``)."""
     known = {**MODELS, **MORE}
-    if name not in known:
-        raise ValueError(f"unknown real model {name!r}; choose from {', '.join(known)}")
+    task, _, model_type = name.partition(":")
+    if name not in known and not (model_type and task in TASKS):
+        raise ValueError(f"unknown real model {name!r}; choose from {', '.join(known)} (or task:model_type, "
+                         f"task one of {', '.join(TASKS)})")  # fmt: skip
     torch.manual_seed(seed)
-    return known[name].build()
+    return known[name].build() if name in known else tiny(model_type, task).build()
 
 
 def first_output(out) -> torch.Tensor:
