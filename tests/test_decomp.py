@@ -199,3 +199,17 @@ def test_strided_slice_scatter_traces_to_primitives(length, start, end, step):
     graph = decomp.trace(lambda b, s: torch.ops.aten.slice_scatter.default(b, s, 1, start, end, step), base, src)
     assert set(decomp.non_primitive(graph)) <= {"aten.slice.Tensor", "aten.cat.default"}
     torch.testing.assert_close(graph(base, src), torch.slice_scatter(base, src, 1, start, end, step), rtol=0, atol=0)
+
+
+def test_as_strided_of_a_permuted_tensor_counts_strides_in_its_memory():
+    """Longformer: ``as_strided`` on a transposed head split. Its strides address the memory,
+    not the logical shape; the entry permutes x into memory order first (left as an op, it read
+    the course's contiguous copy with the original strides: off by 1.45)."""
+    x = torch.randn(4, 2, 3, 5).permute(1, 0, 2, 3)  # memory order: dims 1, 0, 2, 3
+
+    def fn(t):
+        return torch.ops.aten.as_strided.default(t, [2, 4, 15], [15, 30, 1])
+
+    graph = decomp.trace(fn, x)
+    assert "aten.as_strided.default" not in decomp.non_primitive(graph)
+    torch.testing.assert_close(graph(x), fn(x), rtol=0, atol=0)

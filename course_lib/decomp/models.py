@@ -229,9 +229,19 @@ def as_strided(x: Tensor, size: list[int], stride: list[int], storage_offset: in
     of size > 1 by stride gives the order in which they walk ``x``'s memory; when those strides
     are exactly a contiguous layout of all of ``x``, the window is ``x`` viewed in that order and
     permuted back. Anything else (overlapping or skipping windows) stays an op, with no rule.
+
+    The strides count in ``x``'s memory, not in its logical shape. An ``x`` whose memory is a
+    permutation of its dims (Longformer restrides a head-split, transposed query) is first
+    permuted into memory order; the course's buffers keep no layout, so an ``as_strided`` left as
+    an op would read a contiguous copy with another tensor's strides (Longformer: off by 1.45).
     """
-    if (storage_offset or 0) != 0 or not x.is_contiguous() or x.storage_offset() != 0:
+    if (storage_offset or 0) != 0 or x.storage_offset() != 0:
         return NotImplemented
+    if not x.is_contiguous():
+        in_memory = aten.permute.default(x, sorted(range(x.dim()), key=lambda d: -x.stride(d)))
+        if not in_memory.is_contiguous():
+            return NotImplemented
+        x = in_memory
     order = sorted((d for d in range(len(size)) if size[d] != 1), key=lambda d: -stride[d])
     expected = 1
     for d in reversed(order):  # innermost first: each stride is the product of the sizes inside it
