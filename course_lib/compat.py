@@ -582,16 +582,6 @@ def symbol_hints(values) -> dict:
     return out
 
 
-def tracing_graph():
-    """The FX graph the active ``make_fx`` trace is recording into, or None outside a trace
-    (``proxy_tensor.get_proxy_mode().tracer.graph``)."""
-    try:
-        mode = require("torch.fx.experimental.proxy_tensor", "get_proxy_mode")()
-    except CompatError:
-        return None
-    return getattr(getattr(mode, "tracer", None), "graph", None)
-
-
 def traced_as_variable(t) -> bool:
     """Whether the active ``make_fx`` trace holds tensor ``t`` as a value of the graph (an input or
     computed from one), not as a constant (``torch.tensor([1, 2])`` made inside the traced function,

@@ -189,11 +189,8 @@ def out_of_place(op):
 
 def _out_argument(op) -> str | None:
     """The name of the one keyword-only argument an ``out=`` overload writes (``mm.out``'s ``out``)."""
-    schema = getattr(op, "_schema", None)
-    if schema is None:
-        return None
-    written = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
-    return written[0].name if len(written) == 1 and written[0].kwarg_only and len(schema.returns) == 1 else None
+    written = [op._schema.arguments[i] for i in _written_args(op)]
+    return written[0].name if len(written) == 1 and written[0].kwarg_only and len(op._schema.returns) == 1 else None
 
 
 def out_variant_source(op):
