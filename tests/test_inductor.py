@@ -538,3 +538,37 @@ def test_gather_does_not_inline_a_producer_that_reads_its_own_index():
         (got,) = torch.autograd.grad(out, [x])
     (want,) = torch.autograd.grad(_partial_rotary(x).sum(), [x])
     torch.testing.assert_close(got, want)
+
+
+def test_as_strided_reads_its_input_in_eagers_storage_layout():
+    """``as_strided`` counts in its input's storage. A pointwise result of a transposed input is
+    stored in the input's order by eager, in the result's own order by the course: the extern read
+    other elements (Longformer's sliding-window chunks, in torch's AOT graph: wrong gradients).
+    Now the op that allocated the storage is stored as eager stores it, and the chain of views
+    from it is replayed for the offset; a view of a graph input is that input's storage."""
+    x = torch.randn(2, 6, 4)
+
+    def chunks(x):
+        y = x.transpose(1, 2) * 2  # eager keeps x's layout: strides (24, 1, 4)
+        return (torch.as_strided(y, (2, 3, 4), (24, 4, 1)) + 1,)
+
+    def of_permuted(x):
+        return (torch.as_strided((x * 2).transpose(1, 2), (2, 3, 4), (24, 4, 1)).exp(),)
+
+    def of_input(x):
+        return (torch.as_strided(x[1:], (3, 4), (4, 1), 26) * 3,)  # a window of the input, offset 24
+
+    def of_window(x):
+        return (torch.as_strided((x * 2)[1:], (3, 4), (4, 1), 26),)  # a window of an intermediate
+
+    def of_piece(x):
+        return (torch.as_strided((x * 2).split(1)[1], (3, 4), (4, 1), 26),)
+
+    def of_reshaped_input(x):  # a view of an input that the course computes as a copy
+        return (torch.as_strided(x.transpose(1, 2).view(2, 2, 2, 6), (3, 4), (4, 1), 2) * 1,)
+
+    for mode in ("real", "fake"):  # a trace of real tensors records storage offset 0 for every view
+        for fn in (chunks, of_permuted, of_input, of_window, of_piece, of_reshaped_input):
+            c = ind.compile_graph(compat.make_fx(fn, x, tracing_mode=mode), [x])
+            assert "aten.as_strided.default" in c.wrapper_code
+            torch.testing.assert_close(c(x)[0], fn(x)[0])

@@ -317,6 +317,8 @@ class Lowering:
         args = tuple(self.require_channels_last(a) if i in to_nhwc else a for i, a in enumerate(args))
         layouts = ATTENTION_LAYOUTS.get(str(node.target), {}) if _on_cuda(node) else {}
         args = tuple(self.require_layout(a, layouts[i]) if i in layouts else a for i, a in enumerate(args))
+        args = tuple(self.require_storage(a, node.args[i]) if i in STORAGE_ARGS.get(str(node.target), ()) else a
+                     for i, a in enumerate(args))  # fmt: skip
         cargs, ckw = conv(args), {k: conv(v) for k, v in kwargs.items()}
         meta = node.meta.get("val")
         spec = {"target": str(node.target), "args": cargs, "kwargs": ckw, "inputs": list(dict.fromkeys(inputs))}
@@ -412,6 +414,48 @@ class Lowering:
         buf.body = upcast(cast(v.fn(buf.index_vars()), v.dtype), v.dtype)
         return self.buffer_value(self.add(buf))
 
+    def require_storage(self, v, arg):
+        """``v`` as a view of a buffer laid out as eager's storage of ``arg``: for an op that reads its
+        input's storage rather than its elements (``as_strided``: sizes, strides and offset count in
+        the storage). Any layout holds the same elements, so the course picks its own (a transpose
+        may stay a view, a pointwise result may be stored in another order); here only eager's
+        storage will do. Inductor freezes the stride order of an ``as_strided`` input for the same
+        reason (``GraphLowering.run_node`` in torch/_inductor/graph.py).
+
+        Eager's storage is that of the node at the root of ``arg``'s chain of views, a graph input
+        or the op that allocated it. A view the course keeps as a view of an input is already one of
+        that storage. Otherwise the root is stored with its own (eager's) strides (an input already
+        is), and the chain of views is replayed on a meta tensor laid out so, which gives ``arg``'s
+        strides and offset in that storage (the traced metadata's offset cannot be used: a trace of
+        real tensors records 0 for every view)."""
+        import torch
+
+        meta = arg.meta.get("val") if hasattr(arg, "meta") else None
+        if not isinstance(v, TensorValue) or not isinstance(meta, torch.Tensor):
+            return v
+        chain = _view_chain(arg)
+        root = chain[0].args[0] if chain else arg
+        if root.op == "placeholder" and v.layout is not None and self.buffer_by_name(v.layout[0]).kind == "input":
+            return v
+        whole, base = root.meta.get("val"), self.env.get(root)
+        if not isinstance(whole, torch.Tensor) or not isinstance(base, TensorValue):
+            raise Unsupported(f"{arg.name} is read through its storage, and {root.name} is not one tensor")
+        shape, stride = tuple(whole.shape), tuple(whole.stride())
+        if not all(isinstance(n, int) for n in shape + stride):
+            raise Unsupported(f"{arg.name} is read through its storage: symbolic sizes are not replayed")
+        t = torch.empty_strided(shape, stride, dtype=whole.dtype, device="meta")
+        for node in chain:
+            if node.target is operator.getitem:
+                t = t[node.args[1]]
+                continue
+            values = []
+            torch.fx.node.map_arg((node.args[1:], node.kwargs), values.append)
+            if values:  # a size computed in the graph (dynamic shapes)
+                raise Unsupported(f"{arg.name} is read through its storage: {node.name}'s sizes are values")
+            t = node.target(t, *node.args[1:], **node.kwargs)
+        buf = self.require_strides(base, stride, origin="storage_layout")
+        return strided_value(buf.layout[0], tuple(v.shape), tuple(t.stride()), t.storage_offset(), v.dtype)
+
     def extern_item(self, node, base, i):
         if not isinstance(base, ExternTuple):
             raise Unsupported(f"getitem on {type(base).__name__}")
@@ -496,6 +540,26 @@ def _heads_inner(shape):
         return None
     _, heads, seq, d = shape
     return None, (seq * heads * d, d, heads * d, 1)
+
+
+def _view_chain(node) -> list:
+    """The view ops (and pieces of a multi-output view: ``split``'s ``getitem``) from the node that
+    owns ``node``'s storage, a graph input or the op that allocated it, down to ``node``."""
+    chain = []
+    while node.op == "call_function":
+        op = node.args[0] if node.target is operator.getitem else node  # a piece: judge the op
+        if not getattr(op.target, "is_view", False):
+            break
+        chain.append(node)
+        if op is not node:
+            chain.append(op)
+        node = op.args[0]
+    return chain[::-1]
+
+
+#: extern -> positions of the tensor arguments it reads through their storage (see ``require_storage``)
+STORAGE_ARGS = {"aten.as_strided.default": (0,), "aten.as_strided_copy.default": (0,),
+                "aten.as_strided_scatter.default": (0,)}  # fmt: skip
 
 
 #: extern -> {argument position: layout rule, shape -> (accepts(strides) or None for exact, strides) or None}
