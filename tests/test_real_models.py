@@ -165,6 +165,24 @@ def test_tiny_keeps_one_layer_of_each_kind():
     assert set(inputs) == {"input_ids"} and int(inputs["input_ids"].max()) < model.config.vocab_size
 
 
+def test_tiny_shrinks_vision_stages_towers_and_latent_attention():
+    """Vision models keep widths in per-stage lists (ConvNeXt: 28M parameters before), CLIP its
+    towers in sub-configs (87M), DeepSeek-V3's RoPE runs on head_dim (eager failed): tiny()'s rule
+    now cuts stages to two, shrinks sub-configs by the same rule and ties head_dim to the RoPE part."""
+    model, inputs = real_models.build("image_classification:convnext")
+    assert model.config.depths == [1, 1] and model.config.hidden_sizes == [16, 32] and model.config.num_stages == 2
+    assert sum(p.numel() for p in model.parameters()) < 100_000
+    assert model(**inputs).logits.shape[0] == 2
+    clip, inputs = real_models.build("image_classification:clip")
+    assert clip.config.vision_config.hidden_size == 32 and clip.config.vision_config.num_hidden_layers == 2
+    assert clip(**inputs).logits.shape[0] == 2
+    deit, _ = real_models.build("image_classification:deit")  # two classes for the task: the plain one
+    assert type(deit).__name__ == "DeiTForImageClassification"
+    mla, inputs = real_models.build("causal_lm:deepseek_v3")
+    assert mla.config.head_dim == mla.config.qk_rope_head_dim
+    real_models.loss_of(mla(**inputs)).backward()
+
+
 def test_tiny_names_what_is_wrong():
     with pytest.raises(ValueError, match="unknown task 'translation'"):
         real_models.tiny("llama", "translation")

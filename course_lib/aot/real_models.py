@@ -322,11 +322,83 @@ _TINY = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_atte
              qk_nope_head_dim=4, v_head_dim=8, n_group=1, topk_group=1, ffn_dim=64, d_model=32, d_ff=64, d_kv=8,
              encoder_layers=1, decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4,
              encoder_ffn_dim=64, decoder_ffn_dim=64, num_layers=2, num_heads=4, embed_dim=32, embedding_size=32,
-             image_size=32, patch_size=8, num_channels=3)  # fmt: skip
+             image_size=32, patch_size=8, num_channels=3, window_size=4)  # fmt: skip
 
 #: transformers' auto mappings by task: the model class for a model type, and the inputs it takes
 TASKS = {"causal_lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "masked_lm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
          "image_classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES"}  # fmt: skip
+
+
+#: a per-stage list of a vision model (as long as its ``depths``) keeps this many stages
+_TINY_STAGES = 2
+_STAGE_DEPTH = ("depths", "depth", "num_layers", "layers", "blocks")  # a key holding one of these: 1 a stage
+_STAGE_WIDTH = ("hidden_size", "hidden_dim", "embed_dim", "dims", "channels", "widths")  # 16, 32, ...
+_STAGE_HEADS = ("heads",)  # 1, 2, ... (16 channels a head)
+
+
+def _shrink(config) -> dict:
+    """tiny()'s rule, as constructor arguments for ``type(config)``: the keys of :data:`_TINY` that
+    the config has (by name or through its ``attribute_map``), dropouts 0, a per-layer list cut to
+    the first layer of each kind, a per-stage list of a vision model cut to its first stages with
+    small widths, and sub-configs (a vision or text tower's) shrunk by the same rule."""
+    values = config.to_dict()
+    alias = getattr(config, "attribute_map", {})
+    present = set(values) | set(alias)
+    kw = {k: v for k, v in _TINY.items() if k in present and not isinstance(values.get(alias.get(k, k)), (list, tuple))}
+    if "qk_rope_head_dim" in kw and "head_dim" in kw:  # multi-head latent attention: RoPE runs on head_dim
+        kw["head_dim"] = kw["qk_rope_head_dim"]
+    stages = _shrink_stages(values)
+    layers = getattr(config, "num_hidden_layers", None)
+    layers = layers if isinstance(layers, int) and not stages else None  # ConvNeXt's is its stage count
+    per_layer = [k for k, v in values.items() if isinstance(v, list) and layers and len(v) == layers > 1]
+    if per_layer:  # keep one layer of each kind (full / linear / sliding attention...), at least two
+        kinds = {}
+        for i in range(layers):
+            kinds.setdefault(repr([values[k][i] for k in per_layer]), i)
+        keep = sorted(kinds.values())[:4]
+        keep = keep if len(keep) > 1 else [0, 1]
+        kw.update({k: [values[k][i] for i in keep] for k in per_layer}, num_hidden_layers=len(keep))
+    kw.update(stages)
+    if isinstance(values.get("image_size"), list) and len(values["image_size"]) == 2:  # Hiera, PVT-v2: [224, 224]
+        kw["image_size"] = [_TINY["image_size"]] * 2
+    for k, v in values.items():
+        if isinstance(v, float) and ("dropout" in k or "pdrop" in k or "drop_path" in k or k == "layerdrop"):
+            kw[k] = 0.0
+        sub = getattr(config, k, None)
+        if isinstance(v, dict) and hasattr(sub, "to_dict"):  # a nested config: CLIP's vision_config
+            kw[k] = {**v, **_shrink(sub)}
+    return kw
+
+
+def _shrink_stages(values: dict) -> dict:
+    """A vision model's per-stage lists (as long as ``depths``, or one longer: a stem first) cut to
+    :data:`_TINY_STAGES` stages: one block a stage, widths 16, 32, ..., heads 1, 2, ...; its stage
+    count (``num_stages``, ``num_encoder_blocks``) to match; a backbone's stage names and outputs
+    left for the config to derive again."""
+    depths = values.get("depths", values.get("depth"))  # CvT: "depth"
+    if not (isinstance(depths, list) and len(depths) > _TINY_STAGES):
+        return {}
+    n, keep, kw = len(depths), _TINY_STAGES, {}
+    for k, v in values.items():
+        if isinstance(v, int) and not isinstance(v, bool) and v == n and ("stage" in k or "block" in k):
+            kw[k] = keep  # num_stages, num_encoder_blocks
+        if not isinstance(v, list) or len(v) not in (n, n + 1) or k in ("stage_names", "out_features", "out_indices"):
+            continue
+        cut = keep + (len(v) - n)
+        if all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            if any(word in k for word in _STAGE_DEPTH):
+                kw[k] = [1] * cut
+                continue
+            if any(word in k for word in _STAGE_WIDTH):
+                kw[k] = [16 * 2 ** max(0, i - (len(v) - n)) for i in range(cut)]
+                continue
+            if any(word in k for word in _STAGE_HEADS):
+                kw[k] = [2**i for i in range(cut)]
+                continue
+        kw[k] = v[:cut]
+    if "out_features" in values:
+        kw.update(out_features=None, out_indices=None)
+    return kw
 
 
 def tiny_types(task: str = "causal_lm") -> list[str]:
@@ -355,36 +427,25 @@ def tiny(model_type: str, task: str = "causal_lm") -> RealModel:
             raise ValueError(f"transformers has no {task} model for {model_type!r}")
         config_cls = CONFIG_MAPPING[model_type]
         default = config_cls()
-        values = default.to_dict()
-        present = set(values) | set(getattr(default, "attribute_map", {}))
-        kw = {k: v for k, v in _TINY.items() if k in present and not isinstance(values.get(k), (list, tuple))}
-        layers = getattr(default, "num_hidden_layers", None)
-        per_layer = [k for k, v in values.items() if isinstance(v, list) and layers and len(v) == layers > 1]
-        if per_layer:  # keep one layer of each kind (full / linear / sliding attention...), at least two
-            kinds = {}
-            for i in range(layers):
-                kinds.setdefault(repr([values[k][i] for k in per_layer]), i)
-            keep = sorted(kinds.values())[:4]
-            keep = keep if len(keep) > 1 else [0, 1]
-            kw.update({k: [values[k][i] for i in keep] for k in per_layer}, num_hidden_layers=len(keep))
-        for k, v in values.items():
-            if isinstance(v, float) and ("dropout" in k or "pdrop" in k or "drop_path" in k or k == "layerdrop"):
-                kw[k] = 0.0
+        kw = _shrink(default)
         vocab = kw.get("vocab_size", getattr(default, "vocab_size", 96))
+        values = default.to_dict()
         for i, k in enumerate(sorted(k for k, v in values.items() if k.endswith("token_id")
                                      and isinstance(v, int) and v >= vocab)):  # fmt: skip
             kw[k] = i
         config = config_cls(**kw)
         config._attn_implementation = "eager"
-        model_cls = getattr(transformers, classes[model_type])
+        names = classes[model_type]  # DeiT has two classes for the task: the first is the plain one
+        model_cls = getattr(transformers, names[0] if isinstance(names, (list, tuple)) else names)
         if getattr(model_cls, "_supports_sdpa", False):
             config._attn_implementation = "sdpa"
         model = model_cls(config)
         g = torch.Generator().manual_seed(0)
         if task == "image_classification":
-            size = getattr(config, "image_size", 32)
+            vision = getattr(config, "vision_config", None) or config  # CLIP, SigLIP: a vision tower's
+            size = getattr(vision, "image_size", 32)
             size = size[0] if isinstance(size, (list, tuple)) else size
-            return model, {"pixel_values": torch.randn(2, getattr(config, "num_channels", 3), size, size, generator=g)}
+            return model, {"pixel_values": torch.randn(2, getattr(vision, "num_channels", 3), size, size, generator=g)}
         return model, {"input_ids": torch.randint(0, int(getattr(config, "vocab_size", vocab)), (2, 8), generator=g)}
 
     return RealModel(f"{task}:{model_type}", task, build_tiny)
