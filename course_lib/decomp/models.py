@@ -232,8 +232,8 @@ def as_strided(x: Tensor, size: list[int], stride: list[int], storage_offset: in
 
     The strides count in ``x``'s memory, not in its logical shape. An ``x`` whose memory is a
     permutation of its dims (Longformer restrides a head-split, transposed query) is first
-    permuted into memory order; the course's buffers keep no layout, so an ``as_strided`` left as
-    an op would read a contiguous copy with another tensor's strides (Longformer: off by 1.45).
+    permuted into memory order. An ``as_strided`` left as an op becomes an extern call, which the
+    course's Inductor hands a buffer laid out as eager's storage (``Lowering.require_storage``).
     """
     if (storage_offset or 0) != 0 or x.storage_offset() != 0:
         return NotImplemented
