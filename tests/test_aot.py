@@ -1322,3 +1322,45 @@ def test_no_grad_block_gets_no_gradient():
     wt = w.clone().requires_grad_()
     want = torch.autograd.grad(_reasoning_steps(x, wt), wt)[0]
     torch.testing.assert_close(got, want)
+
+
+TIES = torch.tensor([-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0, 6.0, 7.0], dtype=torch.float64)
+TIE_FNS = {
+    "relu": torch.relu, "clamp_min": lambda x: x.clamp_min(0.5), "clamp_max": lambda x: x.clamp_max(0.5),
+    "clamp": lambda x: x.clamp(-1, 1), "hardtanh": F.hardtanh, "relu6": F.relu6, "hardsigmoid": F.hardsigmoid,
+    "hardswish": F.hardswish, "abs": torch.abs, "logit_eps": lambda x: torch.logit(x.sigmoid(), 0.5),
+    "leaky_relu": F.leaky_relu, "threshold": lambda x: F.threshold(x, 0.5, -2.0),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(TIE_FNS))
+def test_gradients_on_a_bound_are_torchs(name):
+    """x exactly on a bound: torch gives relu and hardtanh 0 there, clamp the whole gradient, abs 0.
+    The course decomposed relu and clamp into maximum/minimum, whose rule splits a tie in half."""
+    fn, g = TIE_FNS[name], torch.arange(1.0, 10.0, dtype=torch.float64)
+    x = TIES.clone().requires_grad_()
+    (want,) = torch.autograd.grad(fn(x), x, g)
+    x = TIES.clone().requires_grad_()
+    got_y = aot.aot_function(fn)(x)
+    (got,) = torch.autograd.grad(got_y, x, g)
+    torch.testing.assert_close(got_y, fn(TIES))
+    torch.testing.assert_close(got, want)
+
+
+def test_a_zero_bias_on_a_zero_input_before_relu():
+    """SwinV2's continuous position bias: Linear(2, 512) with a zero-initialised bias on a table of
+    coordinates whose centre row is (0, 0), then relu: that row is exactly 0 before the relu. The
+    bias gradient was off by 0.25 of its largest (the tie split in half)."""
+    torch.manual_seed(0)
+    table = torch.tensor([[-1.0, 0.0], [0.0, 0.0], [1.0, 1.0]])
+    w1, b1, w2 = torch.randn(16, 2), torch.zeros(16), torch.randn(2, 16)
+
+    def f(table, w1, b1, w2):
+        return F.linear(F.linear(table, w1, b1).relu(), w2).sum()
+
+    params = [t.clone().requires_grad_() for t in (w1, b1, w2)]
+    want = torch.autograd.grad(f(table, *params), params)
+    params = [t.clone().requires_grad_() for t in (w1, b1, w2)]
+    got = torch.autograd.grad(aot.aot_function(f)(table, *params), params)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b)

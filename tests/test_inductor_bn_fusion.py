@@ -50,7 +50,9 @@ def test_training_batch_norm_kernel_count_and_eager_results(codegen, monkeypatch
     assert [k for k, _ in record] == ["compiled"]  # inference of a train-mode module: one forward graph
     sched = record[0][1].schedule
     kernels = [k for k in sched.kernels if k.kind == "kernel"]
-    assert len(kernels) == 3, sched
+    # the big one, and num_batches_tracked + 1 (relu's 0 was a third, 0-d kernel while relu was a maximum
+    # with a 0-d tensor; as a where on a comparison it is a constant inside the big kernel)
+    assert len(kernels) == 2, sched
     graph = sched.graph
     (big,) = [k for k in kernels if k.plan.group == ((8,), (4, 6, 6))]  # one loop nest per channel
     kinds = {graph.buffer(n).kind for n in big.nodes}
