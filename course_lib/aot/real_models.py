@@ -340,7 +340,8 @@ def _shrink(config) -> dict:
     """tiny()'s rule, as constructor arguments for ``type(config)``: the keys of :data:`_TINY` that
     the config has (by name or through its ``attribute_map``), dropouts 0, a per-layer list cut to
     the first layer of each kind, a per-stage list of a vision model cut to its first stages with
-    small widths, and sub-configs (a vision or text tower's) shrunk by the same rule."""
+    small widths, token ids moved inside the small vocabulary, and sub-configs (a vision or text
+    tower's) shrunk by the same rule."""
     values = config.to_dict()
     alias = getattr(config, "attribute_map", {})
     present = set(values) | set(alias)
@@ -364,9 +365,14 @@ def _shrink(config) -> dict:
     for k, v in values.items():
         if isinstance(v, float) and ("dropout" in k or "pdrop" in k or "drop_path" in k or k == "layerdrop"):
             kw[k] = 0.0
-        sub = getattr(config, k, None)
-        if isinstance(v, dict) and hasattr(sub, "to_dict"):  # a nested config: CLIP's vision_config
+        # a nested config: CLIP's vision_config (getattr only there: Gemma 4 refuses a global head_dim)
+        if isinstance(v, dict) and hasattr(sub := getattr(config, k, None), "to_dict"):
             kw[k] = {**v, **_shrink(sub)}
+    vocab = kw.get("vocab_size", values.get("vocab_size", _TINY["vocab_size"]))
+    if isinstance(vocab, int):  # token ids outside the small vocabulary move inside it
+        for i, k in enumerate(sorted(k for k, v in values.items() if k.endswith("token_id")
+                                     and isinstance(v, int) and v >= vocab)):  # fmt: skip
+            kw[k] = i
     return kw
 
 
@@ -429,10 +435,6 @@ def tiny(model_type: str, task: str = "causal_lm") -> RealModel:
         default = config_cls()
         kw = _shrink(default)
         vocab = kw.get("vocab_size", getattr(default, "vocab_size", 96))
-        values = default.to_dict()
-        for i, k in enumerate(sorted(k for k, v in values.items() if k.endswith("token_id")
-                                     and isinstance(v, int) and v >= vocab)):  # fmt: skip
-            kw[k] = i
         config = config_cls(**kw)
         config._attn_implementation = "eager"
         names = classes[model_type]  # DeiT has two classes for the task: the first is the plain one
