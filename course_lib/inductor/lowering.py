@@ -453,6 +453,8 @@ class Lowering:
             if values:  # a size computed in the graph (dynamic shapes)
                 raise Unsupported(f"{arg.name} is read through its storage: {node.name}'s sizes are values")
             t = node.target(t, *node.args[1:], **node.kwargs)
+        if t.dtype != whole.dtype:  # a view as another dtype: the bytes, not the values, would be read
+            raise Unsupported(f"{arg.name} is read through its storage as {t.dtype}, stored as {whole.dtype}")
         buf = self.require_strides(base, stride, origin="storage_layout")
         return strided_value(buf.layout[0], tuple(v.shape), tuple(t.stride()), t.storage_offset(), v.dtype)
 
