@@ -322,7 +322,7 @@ _TINY = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_atte
              qk_nope_head_dim=4, v_head_dim=8, n_group=1, topk_group=1, ffn_dim=64, d_model=32, d_ff=64, d_kv=8,
              encoder_layers=1, decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4,
              encoder_ffn_dim=64, decoder_ffn_dim=64, num_layers=2, num_heads=4, embed_dim=32, embedding_size=32,
-             image_size=32, patch_size=8, num_channels=3, window_size=4)  # fmt: skip
+             image_size=32, patch_size=8, num_channels=3, window_size=2)  # fmt: skip
 
 #: transformers' auto mappings by task: the model class for a model type, and the inputs it takes
 TASKS = {"causal_lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "masked_lm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
