@@ -609,18 +609,6 @@ def is_fake(t) -> bool:
     return require("torch._subclasses.fake_tensor", "is_fake")(t)
 
 
-def is_dense(t) -> bool:
-    """Whether ``t`` covers its storage without gaps or overlap, in some order of dimensions; False
-    when symbolic sizes leave it undecided (no guard is added). torch 2.13 names the check
-    ``is_non_overlapping_and_dense_or_false``; older releases ``is_non_overlapping_and_dense``."""
-    import torch._prims_common as pc
-
-    check = getattr(pc, "is_non_overlapping_and_dense_or_false", None)
-    if check is None:
-        check = pc.is_non_overlapping_and_dense
-    return bool(check(t))
-
-
 def outside_trace():
     """A context in which the active ``make_fx`` trace records nothing (tensors are their plain
     values): for a trace of its own inside it (``proxy_tensor.disable_proxy_modes_tracing``)."""

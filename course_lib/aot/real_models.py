@@ -416,10 +416,9 @@ def tiny_types(task: str = "causal_lm") -> list[str]:
 
 def tiny(model_type: str, task: str = "causal_lm") -> RealModel:
     """Any architecture transformers knows, from its own default config made small by one rule
-    (no hand-written config): every key of :data:`_TINY` the config has is set, every dropout is 0,
-    a per-layer list keeps its first entries, token ids outside the small vocabulary move inside it.
-    For sweeping architectures nobody here has looked at (bench/sweep_architectures.py); the
-    result may still be large or refuse to build, which the sweep reports as such."""
+    (no hand-written config; :func:`_shrink` says what it sets). For sweeping architectures nobody
+    here has looked at (bench/sweep_architectures.py); the result may still be large or refuse to
+    build, which the sweep reports as such."""
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
 
@@ -433,9 +432,7 @@ def tiny(model_type: str, task: str = "causal_lm") -> RealModel:
             raise ValueError(f"transformers has no {task} model for {model_type!r}")
         config_cls = CONFIG_MAPPING[model_type]
         default = config_cls()
-        kw = _shrink(default)
-        vocab = kw.get("vocab_size", getattr(default, "vocab_size", 96))
-        config = config_cls(**kw)
+        config = config_cls(**_shrink(default))
         config._attn_implementation = "eager"
         names = classes[model_type]  # DeiT has two classes for the task: the first is the plain one
         model_cls = getattr(transformers, names[0] if isinstance(names, (list, tuple)) else names)
@@ -448,7 +445,9 @@ def tiny(model_type: str, task: str = "causal_lm") -> RealModel:
             size = getattr(vision, "image_size", 32)
             size = size[0] if isinstance(size, (list, tuple)) else size
             return model, {"pixel_values": torch.randn(2, getattr(vision, "num_channels", 3), size, size, generator=g)}
-        return model, {"input_ids": torch.randint(0, int(getattr(config, "vocab_size", vocab)), (2, 8), generator=g)}
+        # a multimodal config keeps its vocabulary in its text tower: then the small one is assumed
+        vocab = int(getattr(config, "vocab_size", _TINY["vocab_size"]))
+        return model, {"input_ids": torch.randint(0, vocab, (2, 8), generator=g)}
 
     return RealModel(f"{task}:{model_type}", task, build_tiny)
 
