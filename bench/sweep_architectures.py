@@ -78,10 +78,17 @@ def _line(exc: BaseException) -> str:
 
 
 def run_one(name: str, timeout: int) -> dict:
+    return in_subprocess("sweep_architectures.one", name, timeout)
+
+
+def in_subprocess(call: str, name: str, timeout: int, path: Path = ROOT / "bench") -> dict:
+    """``module.function(name)`` (the module on ``path``) in a fresh Python, which prints its dict on a
+    RESULT line: a crash or a hang costs one outcome (``crashed``, ``timeout``), not the run."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1",
            "TRANSFORMERS_VERBOSITY": "error"}  # fmt: skip
-    code = f"import json, sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); import sweep_architectures as s; " \
-           f"print('RESULT', json.dumps(s.one({name!r})))"  # fmt: skip
+    module, function = call.rsplit(".", 1)
+    code = f"import json, sys; sys.path.insert(0, {str(path)!r}); import {module} as m; " \
+           f"print('RESULT', json.dumps(m.{function}({name!r})))"  # fmt: skip
     t0 = time.perf_counter()
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)

@@ -1364,3 +1364,114 @@ def test_a_zero_bias_on_a_zero_input_before_relu():
     got = torch.autograd.grad(aot.aot_function(f)(table, *params), params)
     for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a, b)
+
+
+# -- torch.autograd.Function in a Dynamo graph (autograd_function_apply) ------------------------
+
+
+class _StraightThrough(torch.autograd.Function):
+    """Rounds forward; backward passes the gradient through, times 3: not what autodiff of the
+    forward gives (round's derivative is 0), so only the author's backward matches eager."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.round(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3.0
+
+
+class _MaskedSoftmax(torch.autograd.Function):
+    """transformers' XSoftmax (DeBERTa-v2, SEW-D): writes its output in place, saves it, and has a
+    non-tensor argument (the dimension)."""
+
+    @staticmethod
+    def forward(ctx, x, mask, dim):
+        ctx.dim = dim
+        rmask = ~mask
+        out = torch.softmax(x.masked_fill(rmask, torch.finfo(x.dtype).min), dim)
+        out.masked_fill_(rmask, 0)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return torch._softmax_backward_data(g, out, ctx.dim, out.dtype), None, None
+
+
+class _TwoOutputs(torch.autograd.Function):
+    """Two outputs, one marked non-differentiable; saves an input and an output."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        y = x * w
+        ctx.save_for_backward(x, w, y)
+        idx = y.argmax(-1)
+        ctx.mark_non_differentiable(idx)
+        return y.exp(), idx
+
+    @staticmethod
+    def backward(ctx, g, g_idx):
+        x, w, y = ctx.saved_tensors
+        gy = g * y.exp()
+        return gy * w, (gy * x).sum((0, 1))
+
+
+def _functions_model(x, w, mask):
+    h = _StraightThrough.apply(x * 4.0) @ w
+    p = _MaskedSoftmax.apply(h, mask, -1)
+    e, idx = _TwoOutputs.apply(p, w[0])
+    return (e * idx.unsqueeze(-1)).sum() + p.pow(2).sum()
+
+
+def _function_inputs():
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(3, 4, 4, generator=g), torch.randn(4, 4, generator=g, requires_grad=True)
+    mask = torch.rand(3, 4, 4, generator=g) > 0.3
+    return x.requires_grad_(), w, mask
+
+
+@pytest.mark.parametrize("backend", ["aot", "course_lib"])
+def test_autograd_function_in_a_dynamo_graph_keeps_its_backward(backend):
+    """Dynamo hands a Function over as ``autograd_function_apply(fwd, bwd, ...)``. Run as it stands
+    inside a trace of plain tensors, its forward lands behind ``detach`` nodes and nothing before it
+    got a gradient: SEW-D's attention projections got None (found by the CTC sweep). The course
+    makes each Function one custom op whose derivative is the author's backward."""
+    import course_lib.inductor  # noqa: F401  (registers the course_lib backend)
+
+    def aot_backend(gm, example_inputs):
+        fn = aot.aot_function(gm)
+        return lambda *a: (lambda out: out if isinstance(out, tuple) else (out,))(fn(*a))
+
+    x, w, mask = _function_inputs()
+    _functions_model(x, w, mask).backward()
+    want = x.grad.clone(), w.grad.clone()
+    x.grad = w.grad = None
+    torch._dynamo.reset()
+    compiled = torch.compile(_functions_model, backend=aot_backend if backend == "aot" else backend, fullgraph=True)
+    compiled(x, w, mask).backward()
+    torch.testing.assert_close((x.grad, w.grad), want)
+    assert float(x.grad.abs().max()) > 0  # the straight-through gradient reached x (round's own is 0)
+
+
+def test_autograd_function_joint_graph_is_functional_and_runs_forward_once():
+    """The Function's forward is inlined into the joint graph as its functional ops (the author's
+    ``masked_fill_`` becomes ``masked_fill``), once: its backward reads the saved values the forward
+    computed, not a second run."""
+    gms = []
+
+    def grab(gm, example_inputs):
+        gms.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    x, w, mask = _function_inputs()
+    torch.compile(_functions_model, backend=grab, fullgraph=True)(x, w, mask)
+    joint = aot.joint_graph(gms[0], x.detach(), w.detach().requires_grad_(), mask)
+    assert not _mutable_nodes(joint)
+    ops = [str(n.target) for n in joint.graph.nodes if n.op == "call_function"]
+    assert ops.count("aten.amax.default") == 1 and ops.count("aten.round.default") == 1, ops
+    assert "course_lib.autograd_function.default" not in ops
+    assert "aten._softmax_backward_data.default" in ops  # the author's backward, not autodiff of the forward

@@ -183,6 +183,36 @@ def test_tiny_shrinks_vision_stages_towers_and_latent_attention():
     real_models.loss_of(mla(**inputs)).backward()
 
 
+def test_tiny_inputs_follow_the_model_class():
+    """Encoder-decoders get decoder ids; a waveform is as long as the feature encoder's convolutions
+    need for 16 frames; Whisper takes its filter bank as features x frames (exactly twice its encoder
+    positions), Speech2Text as frames x features: tiny() tries both layouts in eager."""
+    t5, inputs = real_models.build("seq2seq_lm:t5")
+    assert set(inputs) == {"input_ids", "decoder_input_ids"}
+    wav2vec2, inputs = real_models.build("ctc:wav2vec2")
+    frames = wav2vec2._get_feat_extract_output_lengths(torch.tensor(inputs["input_values"].shape[1]))
+    assert int(frames) == 16 and wav2vec2.config.conv_dim == [16] * 7 and wav2vec2.config.mask_time_prob == 0
+    whisper, inputs = real_models.build("speech_seq2seq:whisper")
+    assert inputs["input_features"].shape == (2, whisper.config.num_mel_bins, 2 * whisper.config.max_source_positions)
+    s2t, inputs = real_models.build("speech_seq2seq:speech_to_text")
+    assert inputs["input_features"].shape[1:] == (32, s2t.config.input_feat_per_channel)
+    for model, inputs in (
+        (t5, real_models.build("seq2seq_lm:t5")[1]),
+        (whisper, real_models.build("speech_seq2seq:whisper")[1]),
+    ):
+        real_models.loss_of(model(**inputs)).backward()
+
+
+def test_an_encoder_decoder_and_a_speech_model_match_eager(strict):
+    """T5 (relative position buckets, cross attention) and SEW-D (a 1-D convolution stack, group
+    norm, DeBERTa's disentangled attention through XSoftmax, a torch.autograd.Function) from their
+    default configs by tiny()'s rule. SEW-D's attention projections got no gradient before the
+    course kept the Function's own backward (course_lib.aot.autograd_function)."""
+    for name in ("seq2seq_lm:t5", "ctc:sew-d"):
+        result = real_models.compare(name)
+        assert result.ok(), result
+
+
 def test_tiny_names_what_is_wrong():
     with pytest.raises(ValueError, match="unknown task 'translation'"):
         real_models.tiny("llama", "translation")

@@ -29,6 +29,8 @@ import torch
 import torch.utils._pytree as pytree
 
 from course_lib import compat, decomp
+from course_lib.aot import autograd_function
+from course_lib.aot.autograd_function import inline_autograd_functions
 from course_lib.aot.rules import (
     DERIVATIVES,
     ZERO_FORMULA,
@@ -205,10 +207,12 @@ def _custom_op_rule(op) -> Callable | None:
     """
     if not isinstance(op, torch._ops.OpOverload) or op.namespace in ("aten", "prims"):
         return None
+    if op is autograd_function.OP:  # a Function from a Dynamo graph: its author's backward, as traced
+        return lambda grad, out, key, args: (None, _record(autograd_function.backward(key),
+                                                           autograd_function.cotangents(key, _flat(grad), out),
+                                                           "a torch.autograd.Function's backward"))  # fmt: skip
 
     def rule(grad, out, *args, **kwargs):
-        from course_lib.aot.functionalize import functionalize, has_mutations
-
         parts = [pytree.tree_flatten(a) for a in (*args, *kwargs.values())]
         flat = [t for leaves, _ in parts for t in leaves]
         # the trace's values become inputs of the small trace (op(s, s): s once); its constants stay
@@ -234,18 +238,7 @@ def _custom_op_rule(op) -> Callable | None:
                 for t in marked:
                     t.requires_grad_(False)
 
-        inputs = [g for _, g in cotangents] + unique
-        mode = "real" if any(compat.is_fake(t) for t in inputs) else "fake"  # a symbolic joint trace is fake already
-        with compat.outside_trace():
-            func = functionalize(author_backward, *inputs, tracing_mode=mode)
-        read = _reads_input_values(func.before)
-        if read:
-            raise NotImplementedError(f"the backward registered for {op} reads values of its inputs ({read}): "
-                                      "its shapes depend on data, which a course graph cannot have")  # fmt: skip
-        if has_mutations(func.before):
-            got = func.fn(*inputs)[: func.num_outputs]  # the functional version, replayed into the joint trace
-        else:
-            got = author_backward(*inputs)  # recorded as written
+        got = _record(author_backward, [g for _, g in cotangents] + unique, f"the backward registered for {op}")
         by_id = {id(unique[i]): g for i, g in zip(floats, got)}
         # a tensor passed twice (op(s, s)) got its whole gradient from autograd: it goes to its first
         # position only, since backward_pass adds every position's gradient to the same node
@@ -253,6 +246,24 @@ def _custom_op_rule(op) -> Callable | None:
                                      list(args)))  # fmt: skip
 
     return rule
+
+
+def _record(backward: Callable, inputs: list, what: str) -> list:
+    """``backward(*inputs)`` recorded into the joint trace. Traced on its own first, with FakeTensors
+    (a backward that reads values raises); a backward that writes in place is replayed in its
+    functional form (course_lib.aot.functionalize), one without writes as it runs."""
+    from course_lib.aot.functionalize import functionalize, has_mutations
+
+    mode = "real" if any(compat.is_fake(t) for t in inputs) else "fake"  # a symbolic joint trace is fake already
+    with compat.outside_trace():
+        func = functionalize(backward, *inputs, tracing_mode=mode)
+    read = _reads_input_values(func.before)
+    if read:
+        raise NotImplementedError(f"{what} reads values of its inputs ({read}): "
+                                  "its shapes depend on data, which a course graph cannot have")  # fmt: skip
+    if has_mutations(func.before):
+        return list(func.fn(*inputs)[: func.num_outputs])  # the functional version, replayed into the joint trace
+    return list(backward(*inputs))  # recorded as written
 
 
 def _reads_input_values(graph) -> str | None:
@@ -438,6 +449,8 @@ def joint_graph(fn: Callable, *args: Any, wrt: list[int] | None = None) -> Joint
     Only an op with none of these four sources (a prim: prims have no autograd) raises
     :class:`MissingRule`.
     """
+    if isinstance(fn, torch.fx.GraphModule):  # a Dynamo graph: its autograd.Functions keep their backwards
+        fn = inline_autograd_functions(fn)
     table, borrowed, formulas = decomp.DECOMPOSITIONS, [], []
     via: dict[str, str] = {}  # borrowed op -> the op whose entry called it (_unsafe_index from reflection_pad1d)
 
@@ -511,6 +524,7 @@ def _joint_graph(fn: Callable, args: tuple, wrt: list[int] | None, table: dict, 
         return (*outs, *(g for g in grads if g is not None))
 
     unreached = set(wrt)  # first try: every input no rule reaches gets None
+    table = {**table, autograd_function.OP: _inline_function}  # a Function's forward: its ops in the joint graph
     graph = decomp.trace(joint, *plain, *tangents, table=table)
     if len(reached) < len(wrt):  # some did: which of them torch gives None (rare; one more trace)
         unreached = no_gradient(decomp.trace(func.fn, *plain, table={}), wrt)
@@ -522,6 +536,13 @@ def _joint_graph(fn: Callable, args: tuple, wrt: list[int] | None, table: dict, 
     # an input no gradient reaches (hinge_embedding_loss's target, read by a comparison only) has no
     # output in the joint graph, and gets None in backward, as in torch
     return Joint(graph, n, n_out, reached, forward, func.mutated, formulas=list(dict.fromkeys(used)))
+
+
+def _inline_function(key: int, args: list) -> list:
+    """A Dynamo graph's autograd.Function (:mod:`course_lib.aot.autograd_function`) as the ops of its
+    forward, in their functional form: the author's ``masked_fill_`` becomes ``masked_fill``."""
+    return _record(lambda *a: autograd_function.forward(key, list(a), copy=False), list(args),
+                   "a torch.autograd.Function's forward")  # fmt: skip
 
 
 # Multi-output backward externs that take an ``output_mask``: which gradients to compute at all.

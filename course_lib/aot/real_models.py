@@ -322,11 +322,22 @@ _TINY = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_atte
              qk_nope_head_dim=4, v_head_dim=8, n_group=1, topk_group=1, ffn_dim=64, d_model=32, d_ff=64, d_kv=8,
              encoder_layers=1, decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4,
              encoder_ffn_dim=64, decoder_ffn_dim=64, num_layers=2, num_heads=4, embed_dim=32, embedding_size=32,
-             image_size=32, patch_size=8, num_channels=3, window_size=2)  # fmt: skip
+             image_size=32, patch_size=8, num_channels=3, window_size=2, max_source_positions=16,
+             max_target_positions=64, mask_time_prob=0.0, mask_feature_prob=0.0)  # fmt: skip
 
-#: transformers' auto mappings by task: the model class for a model type, and the inputs it takes
+#: transformers' auto mappings by task: the model class for a model type (its inputs follow from
+#: the class's ``main_input_name``: see :func:`_tiny_inputs`)
 TASKS = {"causal_lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "masked_lm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
-         "image_classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES"}  # fmt: skip
+         "image_classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+         "seq2seq_lm": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "ctc": "MODEL_FOR_CTC_MAPPING_NAMES",
+         "speech_seq2seq": "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES"}  # fmt: skip
+#: float config keys that draw random numbers in training (dropouts, skipped layers, a router's
+#: jitter: SwitchTransformers, PhiMoE): tiny() sets them to 0 so eager agrees with itself
+_RANDOM_IN_TRAINING = ("dropout", "pdrop", "drop_path", "layerdrop", "jitter")
+#: a speech model's feature count a frame, by the first of these its config has
+_FEATURES = ("feature_projection_input_dim", "num_mel_bins", "input_feat_per_channel", "feature_size", "n_mels")
+#: frames of a tiny clip (a waveform: as many samples as its convolutions turn into this many frames)
+_FRAMES = 16
 
 
 #: a per-stage list of a vision model (as long as its ``depths``) keeps this many stages
@@ -338,7 +349,7 @@ _STAGE_HEADS = ("heads",)  # 1, 2, ... (16 channels a head)
 
 def _shrink(config) -> dict:
     """tiny()'s rule, as constructor arguments for ``type(config)``: the keys of :data:`_TINY` that
-    the config has (by name or through its ``attribute_map``), dropouts 0, a per-layer list cut to
+    the config has (by name or through its ``attribute_map``), dropouts, layer drops and router jitter 0, a per-layer list cut to
     the first layer of each kind, a per-stage list of a vision model cut to its first stages with
     small widths, token ids moved inside the small vocabulary, and sub-configs (a vision or text
     tower's) shrunk by the same rule."""
@@ -360,10 +371,12 @@ def _shrink(config) -> dict:
         keep = keep if len(keep) > 1 else [0, 1]
         kw.update({k: [values[k][i] for i in keep] for k in per_layer}, num_hidden_layers=len(keep))
     kw.update(stages)
+    if isinstance(values.get("conv_dim"), list):  # a speech model's feature encoder: 512 channels a layer
+        kw["conv_dim"] = [16] * len(values["conv_dim"])
     if isinstance(values.get("image_size"), list) and len(values["image_size"]) == 2:  # Hiera, PVT-v2: [224, 224]
         kw["image_size"] = [_TINY["image_size"]] * 2
     for k, v in values.items():
-        if isinstance(v, float) and ("dropout" in k or "pdrop" in k or "drop_path" in k or k == "layerdrop"):
+        if isinstance(v, float) and any(w in k for w in _RANDOM_IN_TRAINING):
             kw[k] = 0.0
         # a nested config: CLIP's vision_config (getattr only there: Gemma 4 refuses a global head_dim)
         if isinstance(v, dict) and hasattr(sub := getattr(config, k, None), "to_dict"):
@@ -439,17 +452,50 @@ def tiny(model_type: str, task: str = "causal_lm") -> RealModel:
         if getattr(model_cls, "_supports_sdpa", False):
             config._attn_implementation = "sdpa"
         model = model_cls(config)
-        g = torch.Generator().manual_seed(0)
-        if task == "image_classification":
-            vision = getattr(config, "vision_config", None) or config  # CLIP, SigLIP: a vision tower's
-            size = getattr(vision, "image_size", 32)
-            size = size[0] if isinstance(size, (list, tuple)) else size
-            return model, {"pixel_values": torch.randn(2, getattr(vision, "num_channels", 3), size, size, generator=g)}
-        # a multimodal config keeps its vocabulary in its text tower: then the small one is assumed
-        vocab = int(getattr(config, "vocab_size", _TINY["vocab_size"]))
-        return model, {"input_ids": torch.randint(0, vocab, (2, 8), generator=g)}
+        return model, _tiny_inputs(model, config, torch.Generator().manual_seed(0))
 
     return RealModel(f"{task}:{model_type}", task, build_tiny)
+
+
+def _tiny_inputs(model: torch.nn.Module, config, g: torch.Generator) -> dict:
+    """Example inputs for a :func:`tiny` model, from what its class takes (``main_input_name``):
+    token ids (2 x 8; an encoder-decoder gets decoder ids too), images at the config's size, a
+    waveform of :data:`_FRAMES` frames after the feature encoder's convolutions, or a clip of
+    filter-bank features (frames x features, or features x frames where the model takes that)."""
+    import inspect
+
+    kind = getattr(model, "main_input_name", "input_ids")
+    # a multimodal config keeps its vocabulary in its text tower: then the small one is assumed
+    vocab = int(getattr(config, "vocab_size", _TINY["vocab_size"]))
+    ids = lambda: torch.randint(0, vocab, (2, 8), generator=g)  # noqa: E731
+    decoder = {"decoder_input_ids": ids()} if "decoder_input_ids" in inspect.signature(model.forward).parameters else {}
+    if kind == "pixel_values":
+        vision = getattr(config, "vision_config", None) or config  # CLIP, SigLIP: a vision tower's
+        size = getattr(vision, "image_size", 32)
+        size = size[0] if isinstance(size, (list, tuple)) else size
+        return {"pixel_values": torch.randn(2, getattr(vision, "num_channels", 3), size, size, generator=g)}
+    if kind == "input_values":  # raw audio: undo each convolution's (length - kernel) // stride + 1
+        convs = list(zip(getattr(config, "conv_kernel", ()), getattr(config, "conv_stride", ())))
+        samples = _FRAMES if convs else 4000  # convolutions sized in code (Moonshine): a quarter second
+        for k, s in reversed(convs):
+            samples = (samples - 1) * s + k
+        return {"input_values": torch.randn(2, samples, generator=g), **decoder}
+    if kind == "input_features":
+        levels = [config, *(v for v in vars(config).values() if hasattr(v, "to_dict"))]  # an audio encoder's config
+        features = next((getattr(c, k) for c in levels for k in _FEATURES if isinstance(getattr(c, k, None), int)), 80)
+        features *= getattr(config, "input_channels", 1) if hasattr(config, "input_feat_per_channel") else 1
+        # Whisper's encoder takes exactly twice its positions (a stride-2 convolution halves them)
+        frames = 2 * config.max_source_positions if hasattr(config, "max_source_positions") else 2 * _FRAMES
+        clip = torch.randn(2, frames, features, generator=g)
+        for layout in (clip, clip.transpose(1, 2).contiguous()):  # which one the model takes
+            try:
+                with torch.no_grad():
+                    model(input_features=layout, **decoder)
+                return {"input_features": layout, **decoder}
+            except Exception:  # the other layout
+                continue
+        return {"input_features": clip, **decoder}
+    return {"input_ids": ids(), **decoder}
 
 
 def build(name: str, seed: int = 0) -> tuple[torch.nn.Module, dict]:
