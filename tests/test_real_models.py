@@ -186,7 +186,8 @@ def test_tiny_shrinks_vision_stages_towers_and_latent_attention():
 def test_tiny_inputs_follow_the_model_class():
     """Encoder-decoders get decoder ids; a waveform is as long as the feature encoder's convolutions
     need for 16 frames; Whisper takes its filter bank as features x frames (exactly twice its encoder
-    positions), Speech2Text as frames x features: tiny() tries both layouts in eager."""
+    positions), Speech2Text as frames x features: tiny() tries both layouts in eager; a video is
+    num_frames images."""
     t5, inputs = real_models.build("seq2seq_lm:t5")
     assert set(inputs) == {"input_ids", "decoder_input_ids"}
     wav2vec2, inputs = real_models.build("ctc:wav2vec2")
@@ -196,6 +197,8 @@ def test_tiny_inputs_follow_the_model_class():
     assert inputs["input_features"].shape == (2, whisper.config.num_mel_bins, 2 * whisper.config.max_source_positions)
     s2t, inputs = real_models.build("speech_seq2seq:speech_to_text")
     assert inputs["input_features"].shape[1:] == (32, s2t.config.input_feat_per_channel)
+    videomae, inputs = real_models.build("video_classification:videomae")
+    assert inputs["pixel_values"].shape == (2, videomae.config.num_frames, 3, 32, 32)
     for model, inputs in (
         (t5, real_models.build("seq2seq_lm:t5")[1]),
         (whisper, real_models.build("speech_seq2seq:whisper")[1]),

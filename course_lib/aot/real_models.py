@@ -323,14 +323,19 @@ _TINY = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_atte
              encoder_layers=1, decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4,
              encoder_ffn_dim=64, decoder_ffn_dim=64, num_layers=2, num_heads=4, embed_dim=32, embedding_size=32,
              image_size=32, patch_size=8, num_channels=3, window_size=2, max_source_positions=16,
-             max_target_positions=64, mask_time_prob=0.0, mask_feature_prob=0.0)  # fmt: skip
+             max_target_positions=64, mask_time_prob=0.0, mask_feature_prob=0.0, num_frames=4, frames_per_clip=4,
+             use_timm_backbone=False, use_pretrained_backbone=False)  # fmt: skip
 
 #: transformers' auto mappings by task: the model class for a model type (its inputs follow from
 #: the class's ``main_input_name``: see :func:`_tiny_inputs`)
 TASKS = {"causal_lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "masked_lm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
          "image_classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
          "seq2seq_lm": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "ctc": "MODEL_FOR_CTC_MAPPING_NAMES",
-         "speech_seq2seq": "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES"}  # fmt: skip
+         "speech_seq2seq": "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
+         "semantic_segmentation": "MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES",
+         "depth_estimation": "MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES",
+         "object_detection": "MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES",
+         "video_classification": "MODEL_FOR_VIDEO_CLASSIFICATION_MAPPING_NAMES"}  # fmt: skip
 #: float config keys that draw random numbers in training (dropouts, skipped layers, a router's
 #: jitter: SwitchTransformers, PhiMoE): tiny() sets them to 0 so eager agrees with itself
 _RANDOM_IN_TRAINING = ("dropout", "pdrop", "drop_path", "layerdrop", "jitter")
@@ -451,7 +456,13 @@ def tiny(model_type: str, task: str = "causal_lm") -> RealModel:
         model_cls = getattr(transformers, names[0] if isinstance(names, (list, tuple)) else names)
         if getattr(model_cls, "_supports_sdpa", False):
             config._attn_implementation = "sdpa"
-        model = model_cls(config)
+        try:
+            model = model_cls(config)
+        except ValueError as exc:  # a tower inside (VibeVoice's audio tokenizer) without SDPA: eager attention
+            if "attention implementation" not in str(exc) or config._attn_implementation == "eager":
+                raise
+            config._attn_implementation = "eager"
+            model = model_cls(config)
         return model, _tiny_inputs(model, config, torch.Generator().manual_seed(0))
 
     return RealModel(f"{task}:{model_type}", task, build_tiny)
@@ -459,8 +470,8 @@ def tiny(model_type: str, task: str = "causal_lm") -> RealModel:
 
 def _tiny_inputs(model: torch.nn.Module, config, g: torch.Generator) -> dict:
     """Example inputs for a :func:`tiny` model, from what its class takes (``main_input_name``):
-    token ids (2 x 8; an encoder-decoder gets decoder ids too), images at the config's size, a
-    waveform of :data:`_FRAMES` frames after the feature encoder's convolutions, or a clip of
+    token ids (2 x 8; an encoder-decoder gets decoder ids too), images at the config's size (a
+    video: ``num_frames`` of them), a waveform of :data:`_FRAMES` frames after the feature encoder's convolutions, or a clip of
     filter-bank features (frames x features, or features x frames where the model takes that)."""
     import inspect
 
@@ -469,11 +480,14 @@ def _tiny_inputs(model: torch.nn.Module, config, g: torch.Generator) -> dict:
     vocab = int(getattr(config, "vocab_size", _TINY["vocab_size"]))
     ids = lambda: torch.randint(0, vocab, (2, 8), generator=g)  # noqa: E731
     decoder = {"decoder_input_ids": ids()} if "decoder_input_ids" in inspect.signature(model.forward).parameters else {}
-    if kind == "pixel_values":
+    if kind in ("pixel_values", "pixel_values_videos"):
         vision = getattr(config, "vision_config", None) or config  # CLIP, SigLIP: a vision tower's
         size = getattr(vision, "image_size", 32)
         size = size[0] if isinstance(size, (list, tuple)) else size
-        return {"pixel_values": torch.randn(2, getattr(vision, "num_channels", 3), size, size, generator=g)}
+        channels = getattr(vision, "num_channels", 3)
+        frames = getattr(vision, "num_frames", None) or getattr(vision, "frames_per_clip", None)  # a video
+        shape = (2, frames, channels, size, size) if isinstance(frames, int) else (2, channels, size, size)
+        return {kind: torch.randn(*shape, generator=g)}
     if kind == "input_values":  # raw audio: undo each convolution's (length - kernel) // stride + 1
         convs = list(zip(getattr(config, "conv_kernel", ()), getattr(config, "conv_stride", ())))
         samples = _FRAMES if convs else 4000  # convolutions sized in code (Moonshine): a quarter second
