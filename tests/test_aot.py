@@ -1475,3 +1475,31 @@ def test_autograd_function_joint_graph_is_functional_and_runs_forward_once():
     assert ops.count("aten.amax.default") == 1 and ops.count("aten.round.default") == 1, ops
     assert "course_lib.autograd_function.default" not in ops
     assert "aten._softmax_backward_data.default" in ops  # the author's backward, not autodiff of the forward
+
+
+class _NoGradForY(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(y)
+        return x * y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * y, None
+
+
+def test_autograd_function_backward_that_returns_none_gives_none():
+    """A backward that returns None for an argument: torch gives the parameter behind it no
+    gradient at all (None, which an optimiser skips), not zeros."""
+    import course_lib.inductor  # noqa: F401  (registers the course_lib backend)
+
+    def f(x, w):
+        return _NoGradForY.apply(x, w[:2].exp()).sum()
+
+    x, w = torch.randn(2, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True)
+    want = torch.autograd.grad(f(x, w), (x, w), allow_unused=True)
+    torch._dynamo.reset()
+    got = torch.autograd.grad(torch.compile(f, backend="course_lib")(x, w), (x, w), allow_unused=True)
+    assert want[1] is None and got[1] is None
+    torch.testing.assert_close(got[0], want[0])

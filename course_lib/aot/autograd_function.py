@@ -35,6 +35,12 @@ class _Function:
     bwd: torch.fx.GraphModule  # (*output gradients, *saved values) -> argument gradients
     num_outputs: int
     non_differentiable: tuple[int, ...]
+    no_gradient: frozenset[int]  # arguments the backward returns None for, as written
+
+
+def _returns_none(bwd: torch.fx.GraphModule) -> frozenset[int]:
+    out = bwd.graph.output_node().args[0]
+    return frozenset(i for i, a in enumerate(out if isinstance(out, (tuple, list)) else [out]) if a is None)
 
 
 _FUNCTIONS: dict[int, _Function] = {}
@@ -88,6 +94,12 @@ autograd_function.register_autograd(_backward, setup_context=_setup_context)
 OP = torch.ops.course_lib.autograd_function.default
 
 
+def carries(key: int, args: list, value) -> bool:
+    """Whether ``value``, as one of ``args``, gets a gradient from the Function's backward (torch
+    gives None to an argument whose backward returns None)."""
+    return any(a is value and i not in _FUNCTIONS[key].no_gradient for i, a in enumerate(args))
+
+
 def cotangents(key: int, grads: list, results: list) -> list[torch.Tensor]:
     """The inputs of the author's backward, from the op's ``results`` and their gradients ``grads``:
     a gradient for each output (zeros where none came, as autograd materialises them), then the
@@ -128,9 +140,8 @@ def inline_autograd_functions(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         value = node.meta.get("example_value")
         many = isinstance(value, (tuple, list))
         key = next(_keys)
-        _FUNCTIONS[key] = _Function(
-            fwd, bwd, len(value) if many else 1, tuple(node.kwargs.get("non_differentiable_idx", ()))
-        )
+        _FUNCTIONS[key] = _Function(fwd, bwd, len(value) if many else 1,
+                                    tuple(node.kwargs.get("non_differentiable_idx", ())), _returns_none(bwd))  # fmt: skip
         with gm.graph.inserting_before(node):
             call = gm.graph.call_function(torch.ops.course_lib.autograd_function.default, (key, list(args)))
             call.meta = dict(node.meta)

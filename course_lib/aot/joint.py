@@ -155,9 +155,13 @@ def no_gradient(aten_graph: Graph, wrt: list[int]) -> set[int]:
     zeros, a tensor), although decomposed it is ``where(x > 0, 1, ...)``, comparisons only.
     """
 
-    def carries(u: Node) -> bool:  # backward_pass's own test (has_no_gradient), less the ops torch records with zeros
+    def carries(
+        u: Node, n: Node
+    ) -> bool:  # backward_pass's test (has_no_gradient), less the ops torch records with zeros
         val = u.meta.get("val")
         tensors = [t for t in (val if isinstance(val, (tuple, list)) else [val]) if isinstance(t, torch.Tensor)]
+        if u.op == "call_function" and u.target is autograd_function.OP:  # the author's backward decides
+            return autograd_function.carries(u.args[0], u.args[1], n)
         return (u.op == "call_function" and bool(tensors)
                 and (u.target in ZERO_FORMULA or not has_no_gradient(u.target, val)))  # fmt: skip
 
@@ -170,7 +174,7 @@ def no_gradient(aten_graph: Graph, wrt: list[int]) -> set[int]:
             n = stack.pop()
             if n not in seen:
                 seen.add(n)
-                stack.extend(u for u in n.users if carries(u))
+                stack.extend(u for u in n.users if carries(u, n))
         if not seen & outputs:
             none.add(i)
     return none
