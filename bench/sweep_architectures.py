@@ -17,6 +17,10 @@ each in the output file, with an outcome:
     timeout
 
     .venv/bin/python bench/sweep_architectures.py --task causal_lm --out sweep.jsonl [model_type ...]
+
+``--lengths`` checks symbolic sizes instead: one compiled model trained at sequence lengths 8, 12, 5
+and 16 against eager (``real_models.compare_lengths``); outcomes ok, ok_fallback, wrong, error and
+static_only (Dynamo compiled every length on its own, so nothing symbolic was checked).
 """
 
 from __future__ import annotations
@@ -72,13 +76,35 @@ def one(name: str) -> dict:
     return {"outcome": "ok_fallback" if got["fallbacks"] else "ok", **got}
 
 
+def one_lengths(name: str) -> dict:
+    """``--lengths``: the model trained at sequence lengths 8, 12, 5 and 16 through one compiled
+    module (Dynamo recompiles with a symbolic length at the second), each step against eager."""
+    from course_lib.aot import real_models as rm
+    from course_lib.inductor import fallback_report
+
+    report = fallback_report()
+    report.clear()
+    try:
+        got = rm.compare_lengths(name)
+    except Exception as exc:
+        return {"outcome": "error", "error": _line(exc)}
+    fallbacks = [f"{n} x {kind} {what}: {reason}"[:300] for (kind, what, reason), n in report.counts.items()]
+    if max(got["loss_error"], got["grad_error"]) > 2e-3:
+        outcome = "wrong"
+    elif not got["symbolic"]:
+        outcome = "static_only"  # every length compiled on its own: nothing symbolic was checked
+    else:
+        outcome = "ok_fallback" if fallbacks else "ok"
+    return {"outcome": outcome, **got, "fallbacks": fallbacks}
+
+
 def _line(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".strip().splitlines()
     return text[0][:400] if text else type(exc).__name__
 
 
-def run_one(name: str, timeout: int) -> dict:
-    return in_subprocess("sweep_architectures.one", name, timeout)
+def run_one(name: str, timeout: int, lengths: bool = False) -> dict:
+    return in_subprocess(f"sweep_architectures.{'one_lengths' if lengths else 'one'}", name, timeout)
 
 
 def in_subprocess(call: str, name: str, timeout: int, path: Path = ROOT / "bench") -> dict:
@@ -110,11 +136,12 @@ def main() -> None:
     ap.add_argument("--out", default="sweep_architectures.jsonl")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--lengths", action="store_true", help="train at several sequence lengths (symbolic sizes)")
     args = ap.parse_args()
     names = [f"{args.task}:{t}" for t in (args.types or rm.tiny_types(args.task))]
     counts: collections.Counter = collections.Counter()
     with open(args.out, "a") as out, concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        for i, result in enumerate(pool.map(lambda n: run_one(n, args.timeout), names), 1):
+        for i, result in enumerate(pool.map(lambda n: run_one(n, args.timeout, args.lengths), names), 1):
             counts[result["outcome"]] += 1
             out.write(json.dumps(result) + "\n")
             out.flush()

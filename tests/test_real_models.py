@@ -216,6 +216,16 @@ def test_an_encoder_decoder_and_a_speech_model_match_eager(strict):
         assert result.ok(), result
 
 
+def test_one_compiled_model_trains_at_several_lengths(strict):
+    """At the second sequence length Dynamo compiles again with the length as a size symbol; the
+    course's graph then serves every later length, each step as eager's."""
+    got = real_models.compare_lengths("gpt2", lengths=(8, 12, 5))
+    assert got["static"] == 1 and got["symbolic"] == 1, got
+    assert got["loss_error"] < 1e-5 and got["grad_error"] < 2e-3, got
+    with pytest.raises(ValueError, match="no token ids"):
+        real_models.compare_lengths("image_classification:vit")
+
+
 def test_tiny_names_what_is_wrong():
     with pytest.raises(ValueError, match="unknown task 'translation'"):
         real_models.tiny("llama", "translation")

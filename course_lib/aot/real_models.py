@@ -920,6 +920,54 @@ def fp32_rounding(name: str) -> tuple[float, str]:
     return _worst_grad(model, grads, scale)
 
 
+def compare_lengths(name: str, lengths: tuple[int, ...] = (8, 12, 5, 16), backend="course_lib") -> dict:
+    """One compiled model trained at several sequence lengths, each step against eager's.
+
+    Dynamo compiles the first length with static sizes; at the second it marks the length dynamic
+    and compiles again, with a size symbol the course's AOT, lowering and code generation carry
+    through (the guards then admit every later length). Token inputs only (``input_ids``,
+    ``decoder_input_ids``): other inputs keep their shapes. Returns the worst relative loss and
+    gradient errors over the lengths, and how many graphs came with symbolic sizes.
+    """
+    import copy
+
+    from course_lib import compat
+
+    compat.dynamo_reset()
+    model, inputs = build(name)
+    if not any(k.endswith("input_ids") for k in inputs):
+        raise ValueError(f"{name} takes no token ids: its inputs have no sequence length to vary")
+    model.train()
+    twin = copy.deepcopy(model)
+    graphs = {"static": 0, "symbolic": 0}
+    inner = torch._dynamo.lookup_backend(backend) if isinstance(backend, str) else backend
+
+    def counting(gm, example_inputs):
+        values = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]  # fake, as traced
+        sym = any(isinstance(v, torch.SymInt) or (isinstance(v, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in v.shape))
+                  for v in values)  # fmt: skip
+        graphs["symbolic" if sym else "static"] += 1
+        return inner(gm, example_inputs)
+
+    compiled = torch.compile(twin, backend=counting)
+    vocab = int(inputs.get("input_ids", next(iter(inputs.values()))).max()) + 1
+    g = torch.Generator().manual_seed(1)
+    loss_err = grad_err = 0.0
+    for n in lengths:
+        step = {k: torch.randint(0, vocab, (v.shape[0], n), generator=g) if k.endswith("input_ids") else v
+                for k, v in inputs.items()}  # fmt: skip
+        for p in (*model.parameters(), *twin.parameters()):
+            p.grad = None
+        loss_e, loss_c = loss_of(model(**step)), loss_of(compiled(**step))
+        loss_e.backward()
+        loss_c.backward()
+        grads = {k: p.grad for k, p in model.named_parameters() if p.grad is not None}
+        scale = max(float(t.abs().max()) for t in grads.values())
+        loss_err = max(loss_err, _rel(loss_c, loss_e))
+        grad_err = max(grad_err, _worst_grad(twin, grads, scale)[0])
+    return {"name": name, "lengths": list(lengths), "loss_error": loss_err, "grad_error": grad_err, **graphs}
+
+
 def probe(name: str, backend="course_lib") -> dict:
     """One model through ``backend`` without strict mode: did it match eager, and which graphs
     left the course pipeline and why (course_lib.inductor's fallback report for this model)."""
