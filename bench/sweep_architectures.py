@@ -8,8 +8,9 @@ each in the output file, with an outcome:
     ok            inference and a training step match eager, every graph compiled by the course
     ok_fallback   match eager, some graphs left the course pipeline (``fallbacks`` says why)
     wrong         compiled and ran, but differs from eager (``comparison``)
-    rounding      differs from eager in the gradients, but no more than 3x as far as eager float32 is
-                  from eager float64 (``fp32_rounding``: an ill-conditioned model, not a wrong one)
+    rounding      differs from eager, but its float32 step is no more than 3x as far from eager float64
+                  as eager's float32 step is, in the loss and in every gradient (``fp32_rounding``:
+                  an ill-conditioned model, not a wrong one)
     course_error  raised under the course backend, not under Dynamo's "eager" backend
     dynamo_error  raised under Dynamo's "eager" backend too: not the course's doing
     noisy         eager disagrees with itself (random numbers in training): nothing to compare
@@ -69,10 +70,11 @@ def one(name: str) -> dict:
     if comparison["eager_repeat_error"] > 2e-4:
         return {"outcome": "noisy", **got}
     if not got["ok"]:
-        floor, where = rm.fp32_rounding(name)  # eager fp32 against eager fp64: how far rounding alone goes
-        rounding = comparison["grad_error"] <= 3 * floor and max(comparison["output_error"],
-                                                                 comparison["train_output_error"]) <= 2e-3  # fmt: skip
-        return {"outcome": "rounding" if rounding else "wrong", "fp32_rounding": [floor, where], **got}
+        # both fp32 steps against eager fp64: how far rounding alone takes eager, and the backend
+        far = rm.fp32_rounding(name, backend="course_lib")
+        rounding = (far["backend_grad"] <= 3 * far["eager_grad"] + 1e-6
+                    and far["backend_loss"] <= 3 * far["eager_loss"] + 1e-6)  # fmt: skip
+        return {"outcome": "rounding" if rounding else "wrong", "fp32_rounding": far, **got}
     return {"outcome": "ok_fallback" if got["fallbacks"] else "ok", **got}
 
 
