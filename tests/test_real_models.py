@@ -188,7 +188,7 @@ def test_tiny_inputs_follow_the_model_class():
     """Encoder-decoders get decoder ids; a waveform is as long as the feature encoder's convolutions
     need for 16 frames; Whisper takes its filter bank as features x frames (exactly twice its encoder
     positions), Speech2Text as frames x features: tiny() tries both layouts in eager; a video is
-    num_frames images."""
+    num_frames images; a dense-prediction head taps as many backbone layers as it has taps."""
     t5, inputs = real_models.build("seq2seq_lm:t5")
     assert set(inputs) == {"input_ids", "decoder_input_ids"}
     wav2vec2, inputs = real_models.build("ctc:wav2vec2")
@@ -198,6 +198,10 @@ def test_tiny_inputs_follow_the_model_class():
     assert inputs["input_features"].shape == (2, whisper.config.num_mel_bins, 2 * whisper.config.max_source_positions)
     s2t, inputs = real_models.build("speech_seq2seq:speech_to_text")
     assert inputs["input_features"].shape[1:] == (32, s2t.config.input_feat_per_channel)
+    depth, inputs = real_models.build("depth_estimation:depth_anything")  # taps layers 9-12 of 12
+    backbone = depth.config.backbone_config
+    assert backbone.num_hidden_layers == 4 and backbone.out_indices == [1, 2, 3, 4], backbone
+    assert depth.config.neck_hidden_sizes == [16, 32, 64, 128] and depth(**inputs).predicted_depth.shape[0] == 2
     videomae, inputs = real_models.build("video_classification:videomae")
     assert inputs["pixel_values"].shape == (2, videomae.config.num_frames, 3, 32, 32)
     for model, inputs in (

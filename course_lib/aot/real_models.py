@@ -324,7 +324,8 @@ _TINY = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_atte
              encoder_ffn_dim=64, decoder_ffn_dim=64, num_layers=2, num_heads=4, embed_dim=32, embedding_size=32,
              image_size=32, patch_size=8, num_channels=3, window_size=2, max_source_positions=16,
              max_target_positions=64, mask_time_prob=0.0, mask_feature_prob=0.0, num_frames=4, frames_per_clip=4,
-             use_timm_backbone=False, use_pretrained_backbone=False)  # fmt: skip
+             use_timm_backbone=False, use_pretrained_backbone=False, reassemble_hidden_size=32,
+             fusion_hidden_size=32, head_hidden_size=16)  # fmt: skip
 
 #: transformers' auto mappings by task: the model class for a model type (its inputs follow from
 #: the class's ``main_input_name``: see :func:`_tiny_inputs`)
@@ -376,8 +377,12 @@ def _shrink(config) -> dict:
         keep = keep if len(keep) > 1 else [0, 1]
         kw.update({k: [values[k][i] for i in keep] for k in per_layer}, num_hidden_layers=len(keep))
     kw.update(stages)
+    kw.update(_shrink_taps(values, kw))
     if isinstance(values.get("conv_dim"), list):  # a speech model's feature encoder: 512 channels a layer
         kw["conv_dim"] = [16] * len(values["conv_dim"])
+    for k, v in values.items():  # a dense-prediction neck's widths (DPT: [96, 192, 384, 768])
+        if k.endswith("hidden_sizes") and k not in kw and isinstance(v, list) and all(isinstance(x, int) for x in v):
+            kw[k] = [16 * 2**i for i in range(len(v))]
     if isinstance(values.get("image_size"), list) and len(values["image_size"]) == 2:  # Hiera, PVT-v2: [224, 224]
         kw["image_size"] = [_TINY["image_size"]] * 2
     for k, v in values.items():
@@ -392,6 +397,29 @@ def _shrink(config) -> dict:
                                      and isinstance(v, int) and v >= vocab)):  # fmt: skip
             kw[k] = i
     return kw
+
+
+def _shrink_taps(values: dict, kw: dict) -> dict:
+    """A backbone whose layers a dense-prediction head taps (DPT's ``backbone_out_indices``
+    [2, 5, 8, 11], Depth Anything's DINOv2 ``out_indices`` [9, 10, 11, 12]): as many layers as taps,
+    at least the small count, and the taps moved to the last layers, in order (0-based hidden-state
+    indices, or 1-based stage numbers with their ``stage{i}`` names)."""
+    layers = kw.get("num_hidden_layers")
+    taps = {k: v for k, v in values.items() if k in ("out_indices", "backbone_out_indices") and isinstance(v, list)
+            and v and all(isinstance(i, int) for i in v)}  # fmt: skip
+    if not isinstance(layers, int) or not taps or "depths" in values:
+        return {}
+    k = max(len(v) for v in taps.values())
+    layers = max(layers, k)
+    out = {"num_hidden_layers": layers}
+    for key, v in taps.items():
+        first = layers - len(v) + (1 if key == "out_indices" else 0)
+        out[key] = list(range(first, first + len(v)))
+    if isinstance(values.get("out_features"), list):
+        out["out_features"] = [f"stage{i}" for i in out.get("out_indices", range(layers - k + 1, layers + 1))]
+    if isinstance(values.get("stage_names"), list):
+        out["stage_names"] = ["stem", *(f"stage{i}" for i in range(1, layers + 1))]
+    return out
 
 
 def _shrink_stages(values: dict) -> dict:
