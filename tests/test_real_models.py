@@ -231,6 +231,20 @@ def test_one_compiled_model_trains_at_several_lengths(strict):
         real_models.compare_lengths("image_classification:vit")
 
 
+def test_recorded_sweeps_cover_every_task_and_none_is_wrong(tmp_path):
+    """The sweep records 04c shows: one file per task of real_models.TASKS, every outcome counted
+    once, and no architecture left computing wrong numbers (each one found was fixed and re-run)."""
+    rows = real_models.sweep_summary()
+    assert {r[0] for r in rows} == set(real_models.TASKS)
+    columns = list(real_models.SWEEP_COLUMNS)
+    for task, n, *counts in rows:
+        assert sum(counts) == n and counts[columns.index("wrong")] == 0, (task, counts)
+    assert sum(r[2] for r in rows) > 250  # architectures that match eager
+    (tmp_path / "sweep_x.jsonl").write_text('{"name": "x:y", "outcome": "surprise"}\n')
+    with pytest.raises(ValueError, match="surprise"):
+        real_models.sweep_summary(tmp_path)
+
+
 def test_tiny_names_what_is_wrong():
     with pytest.raises(ValueError, match="unknown task 'translation'"):
         real_models.tiny("llama", "translation")

@@ -453,6 +453,32 @@ def _shrink_stages(values: dict) -> dict:
     return kw
 
 
+#: the columns of :func:`sweep_summary`, each the sweep outcomes it counts (bench/sweep_architectures.py)
+SWEEP_COLUMNS = {"match eager": ("ok",), "match, some graphs by torch's AOT": ("ok_fallback",),
+                 "rounding (as far from fp64 as eager)": ("rounding",), "wrong": ("wrong",),
+                 "not checked": ("unbuildable", "eager_fails", "too_big", "dynamo_error", "noisy"),
+                 "course error, crash or timeout": ("course_error", "crashed", "timeout")}  # fmt: skip
+
+
+def sweep_summary(directory=None) -> list[tuple]:
+    """One row per task of the recorded architecture sweeps (``data/real_models/sweep_<task>.jsonl``):
+    the task, how many model types, then a count per :data:`SWEEP_COLUMNS` column."""
+    import json
+    import pathlib
+
+    from course_lib import env
+
+    directory = pathlib.Path(directory) if directory else env.data_dir() / "real_models"
+    rows = []
+    for path in sorted(directory.glob("sweep_*.jsonl")):
+        outcomes = [json.loads(line)["outcome"] for line in path.read_text().splitlines() if line.strip()]
+        counts = [sum(o in kinds for o in outcomes) for kinds in SWEEP_COLUMNS.values()]
+        if sum(counts) != len(outcomes):
+            raise ValueError(f"{path.name}: an outcome no column counts: {sorted(set(outcomes))}")
+        rows.append((path.stem.removeprefix("sweep_"), len(outcomes), *counts))
+    return rows
+
+
 def tiny_types(task: str = "causal_lm") -> list[str]:
     """Every model type transformers has a class for, for ``task`` (a key of :data:`TASKS`)."""
     from transformers.models.auto import modeling_auto
