@@ -246,3 +246,25 @@ def test_select_at_a_negative_index_of_a_symbolic_dim(codegen):
         x = torch.randn(n, n + 1)
         _assert_matches(compiled(x), last(x))
     assert [(kind, g.dynamic) for kind, g in record] == [("compiled", False), ("compiled", True)], record
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_slice_bounds_clamped_against_a_symbolic_dim(codegen):
+    """``y[:, -1023:]`` of a length s0: torch clamps the start to 0 while s0 <= 1023 and guards that.
+    The course took the start as s0 - 1023 and returned 1023 rows, read past the end (AFMoE's
+    sliding-window cache, trained at several lengths). Past the guard, Dynamo compiles again and
+    the start is s0 - 1023."""
+
+    def window(x):
+        y = x.sin()
+        return (y[:, -1023:] * 2, y[:, :1000] + 1, y[:, 2:-1] - 1)
+
+    torch._dynamo.reset()
+    record = []
+    compiled = torch.compile(window, backend=lambda gm, ex: ind.compile_fx(gm, ex, codegen=codegen, record=record))
+    for n in (8, 12, 5, 1030, 1040):
+        x = torch.randn(2, n, 3)
+        got, want = compiled(x), window(x)
+        assert [tuple(t.shape) for t in got] == [tuple(t.shape) for t in want], n
+        _assert_matches(got, want)
+    assert [kind for kind, _ in record] == ["compiled"] * len(record) and any(g.dynamic for _, g in record), record

@@ -731,10 +731,13 @@ def select(x: TensorValue, dim, index) -> TensorValue:
     )
 
 
-def slice_(x: TensorValue, dim=0, start=None, end=None, step=1) -> TensorValue:
+def slice_(x: TensorValue, dim=0, start=None, end=None, step=1, hint=None) -> TensorValue:
+    """``x[..., start:end:step, ...]`` along ``dim``. ``hint`` (a symbolic size's example value)
+    clamps a static bound against a symbolic size as torch did when it traced (see
+    :func:`lower_slice`)."""
     dim %= len(x.shape)
     size = x.shape[dim]
-    start, end = _slice_bound(start, size, 0), _slice_bound(end, size, size)
+    start, end = _slice_bound(start, size, 0, hint), _slice_bound(end, size, size, hint)
     if is_static(size):
         n = max(0, (end - start + step - 1) // step)
     else:  # torch guarded start <= end when it traced; only the arithmetic is left
@@ -753,15 +756,40 @@ def slice_(x: TensorValue, dim=0, start=None, end=None, step=1) -> TensorValue:
     return TensorValue(shape, x.dtype, fn, layout)
 
 
-def _slice_bound(v, size, default):
-    """A slice bound clamped into ``[0, size]`` (symbolic size: a huge end means the end)."""
+def _slice_bound(v, size, default, hint=None):
+    """A slice bound clamped into ``[0, size]`` (symbolic size: a huge end means the end; with
+    ``hint``, a static bound is clamped on the side the size's example value puts it)."""
     if v is None:
         return default
     if is_static(size):  # as Python and torch clamp: x[-4095:] of 8 rows starts at 0, not at -4087
         return max(0, v + size) if v < 0 else min(v, size)
     if is_static(v):
-        return v + size if v < 0 else (size if v >= 2**62 else v)
+        if v >= 2**62:
+            return size
+        bound = v + size if v < 0 else v
+        if hint is not None and not 0 <= hint(bound) <= hint(size):  # x[-1023:] of s0 rows, s0 <= 1023
+            return sympy.Integer(0) if hint(bound) < 0 else size
+        return bound
     return v
+
+
+def lower_slice(ctx, node, x, dim=0, start=None, end=None, step=1):
+    """``slice`` with torch's clamping of a static bound against a symbolic size.
+
+    ``x[:, -1023:]`` of a length ``s0``: torch's trace, seeing ``s0 = 12``, clamped the start to 0,
+    gave the result size ``s0`` and guarded ``s0 <= 1023``. Without the clamp the start is
+    ``s0 - 1023`` and the result has 1023 rows: a read past the end (found by training a
+    sliding-window model at several lengths). The size computed here must be torch's
+    (``meta["val"]``); where it is not, the graph is refused rather than read out of bounds."""
+    out = slice_(x, dim, start, end, step, hint=ctx.sizevars.hint)
+    meta = node.meta.get("val")
+    d = dim % len(x.shape)
+    if meta is not None and hasattr(meta, "shape") and not is_static(x.shape[d]):
+        want = ctx.size(meta.shape[d])
+        if sympy.simplify(sympy.sympify(out.shape[d]) - want) != 0:
+            raise Unsupported(f"slice of {x.shape[d]} from {start} to {end}: torch's size is {want}, "
+                              f"the course's {out.shape[d]}")  # fmt: skip
+    return out
 
 
 def unsqueeze(x: TensorValue, dim) -> TensorValue:
@@ -1122,7 +1150,7 @@ LOWERINGS.update({
     "aten.transpose.int": lambda ctx, node, x, a, b: permute(x, _swap(len(x.shape), a, b)),
     "aten.expand.default": _view_rule(expand),
     "aten.select.int": _view_rule(select),
-    "aten.slice.Tensor": _view_rule(slice_),
+    "aten.slice.Tensor": lower_slice,
     "aten.unsqueeze.default": _view_rule(unsqueeze),
     "aten.squeeze.dim": _view_rule(squeeze),
     "aten.squeeze.dims": _view_rule(squeeze),
