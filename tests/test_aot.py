@@ -1503,3 +1503,36 @@ def test_autograd_function_backward_that_returns_none_gives_none():
     got = torch.autograd.grad(torch.compile(f, backend="course_lib")(x, w), (x, w), allow_unused=True)
     assert want[1] is None and got[1] is None
     torch.testing.assert_close(got[0], want[0])
+
+
+class _ReassignsBuffer(torch.nn.Module):
+    """CTRL's forward: ``self.pos_encoding = self.pos_encoding.to(device, dtype)``, a no-op ``to``
+    whose result is written back into the module."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.table = torch.nn.Buffer(torch.randn(6, 4))
+
+    def forward(self, x):
+        h = self.lin(x)
+        self.table = self.table.to(device=h.device, dtype=h.dtype)
+        return (h + self.table[: x.shape[0]]).tanh().sum()
+
+
+def test_output_no_gradient_reaches_has_no_gradient_history():
+    """The buffer passes through the compiled graph as an output. Handed back with the compiled
+    Function's gradient history, it tied the next step's backward to this step's freed graph
+    ("Trying to backward through the graph a second time", CTRL trained at two lengths)."""
+    import course_lib.inductor  # noqa: F401  (registers the course_lib backend)
+
+    torch.manual_seed(0)
+    model = _ReassignsBuffer()
+    compiled = torch.compile(model, backend="course_lib")
+    torch._dynamo.reset()
+    for n in (3, 5, 3):
+        x = torch.randn(n, 4, requires_grad=True)
+        compiled(x).backward()
+        assert model.table.grad_fn is None and not model.table.requires_grad
+    want = torch.autograd.grad(_ReassignsBuffer.forward(model, x), x)[0]
+    torch.testing.assert_close(x.grad, want)

@@ -55,6 +55,7 @@ def aot_compile(fn, args, fw_compiler=None, bw_compiler=None, method: str = "def
     bw = (bw_compiler or _default_compiler)(part.backward, None)
     n_out, wrt, n_args = joint.num_outputs, joint.wrt, len(args)
     n_user = joint.num_user_outputs
+    constant = [i for i, d in enumerate(joint.differentiable_outputs) if not d]  # no input in wrt reaches them
     tangent_like = [n.meta.get("val") for n in joint.tangents]
 
     class CompiledFunction(torch.autograd.Function):
@@ -68,6 +69,7 @@ def aot_compile(fn, args, fw_compiler=None, bw_compiler=None, method: str = "def
             # for it (one fill kernel each on a GPU); backward makes zeros only where the graph reads them.
             ctx.set_materialize_grads(False)
             ctx.mark_non_differentiable(*outs[n_user:])  # updated inputs: copied back, never differentiated
+            ctx.mark_non_differentiable(*(outs[i] for i in constant))
             if not wrt:  # no input reaches an output through floats (an argmax): nothing is, as in torch
                 ctx.mark_non_differentiable(*outs)
             return tuple(outs)

@@ -408,6 +408,17 @@ class Joint:
         return self.num_outputs - len(self.mutated)
 
     @property
+    def differentiable_outputs(self) -> list[bool]:
+        """Per output of the function: whether an input in ``wrt`` reaches it in the forward graph.
+        One that none reaches (a buffer passed through: CTRL's ``self.pos_encoding.to(...)``) leaves
+        the compiled Function without a gradient history, as it does in eager; with one, the buffer
+        written back into the model would tie the next step's backward to this step's graph."""
+        placeholders = [n for n in self.forward.nodes if n.op == "placeholder"]
+        live = _depends_on([placeholders[i] for i in self.wrt])
+        return [isinstance(o, Node) and o in live
+                for o in _flat(self.forward.output_node().args[0])[: self.num_user_outputs]]  # fmt: skip
+
+    @property
     def primals(self) -> list[Node]:
         return [n for n in self.graph.nodes if n.op == "placeholder"][: self.num_primals]
 
