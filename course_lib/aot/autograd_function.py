@@ -140,8 +140,8 @@ def inline_autograd_functions(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         value = node.meta.get("example_value")
         many = isinstance(value, (tuple, list))
         key = next(_keys)
-        _FUNCTIONS[key] = _Function(fwd, bwd, len(value) if many else 1,
-                                    tuple(node.kwargs.get("non_differentiable_idx", ())), _returns_none(bwd))  # fmt: skip
+        constant = tuple(node.kwargs.get("non_differentiable_idx", ()))
+        _FUNCTIONS[key] = _Function(fwd, bwd, len(value) if many else 1, constant, _returns_none(bwd))
         with gm.graph.inserting_before(node):
             call = gm.graph.call_function(torch.ops.course_lib.autograd_function.default, (key, list(args)))
             call.meta = dict(node.meta)

@@ -355,10 +355,11 @@ _STAGE_HEADS = ("heads",)  # 1, 2, ... (16 channels a head)
 
 def _shrink(config) -> dict:
     """tiny()'s rule, as constructor arguments for ``type(config)``: the keys of :data:`_TINY` that
-    the config has (by name or through its ``attribute_map``), dropouts, layer drops and router jitter 0, a per-layer list cut to
-    the first layer of each kind, a per-stage list of a vision model cut to its first stages with
-    small widths, token ids moved inside the small vocabulary, and sub-configs (a vision or text
-    tower's) shrunk by the same rule."""
+    the config has (by name or through its ``attribute_map``), dropouts, layer drops and router
+    jitter 0, a per-layer list cut to the first layer of each kind, a per-stage list of a vision
+    model cut to its first stages with small widths, a dense-prediction backbone cut to the layers
+    its head taps (:func:`_shrink_taps`), token ids moved inside the small vocabulary, and
+    sub-configs (a vision or text tower's) shrunk by the same rule."""
     values = config.to_dict()
     alias = getattr(config, "attribute_map", {})
     present = set(values) | set(alias)
@@ -525,8 +526,9 @@ def tiny(model_type: str, task: str = "causal_lm") -> RealModel:
 def _tiny_inputs(model: torch.nn.Module, config, g: torch.Generator) -> dict:
     """Example inputs for a :func:`tiny` model, from what its class takes (``main_input_name``):
     token ids (2 x 8; an encoder-decoder gets decoder ids too), images at the config's size (a
-    video: ``num_frames`` of them), a waveform of :data:`_FRAMES` frames after the feature encoder's convolutions, or a clip of
-    filter-bank features (frames x features, or features x frames where the model takes that)."""
+    video: ``num_frames`` of them), a waveform of :data:`_FRAMES` frames after the feature
+    encoder's convolutions, or a clip of filter-bank features (frames x features, or features x
+    frames where the model takes that)."""
     import inspect
 
     kind = getattr(model, "main_input_name", "input_ids")
@@ -1008,8 +1010,8 @@ def compare_lengths(name: str, lengths: tuple[int, ...] = (8, 12, 5, 16), backen
 
     def counting(gm, example_inputs):
         values = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]  # fake, as traced
-        sym = any(isinstance(v, torch.SymInt) or (isinstance(v, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in v.shape))
-                  for v in values)  # fmt: skip
+        sizes = [s for v in values for s in ([v] if isinstance(v, torch.SymInt) else getattr(v, "shape", ()))]
+        sym = any(isinstance(s, torch.SymInt) for s in sizes)
         graphs["symbolic" if sym else "static"] += 1
         return inner(gm, example_inputs)
 
