@@ -767,8 +767,12 @@ def _slice_bound(v, size, default, hint=None):
         if v >= 2**62:
             return size
         bound = v + size if v < 0 else v
-        if hint is not None and not 0 <= hint(bound) <= hint(size):  # x[-1023:] of s0 rows, s0 <= 1023
-            return sympy.Integer(0) if hint(bound) < 0 else size
+        try:
+            at, n = (hint(bound), hint(size)) if hint is not None else (0, 0)
+        except (TypeError, KeyError):  # a symbol without an example value: no clamp (lower_slice checks)
+            at, n = 0, 0
+        if not 0 <= at <= n:  # x[-1023:] of s0 rows, s0 <= 1023
+            return sympy.Integer(0) if at < 0 else size
         return bound
     return v
 
