@@ -255,9 +255,13 @@ def test_slice_bounds_clamped_against_a_symbolic_dim(codegen):
     sliding-window cache, trained at several lengths). Past the guard, Dynamo compiles again and
     the start is s0 - 1023."""
 
+    table = torch.randn(2048, 3)
+
     def window(x):
-        y = x.sin()
-        return (y[:, -1023:] * 2, y[:, :1000] + 1, y[:, 2:-1] - 1)
+        y, n = x.sin(), x.shape[1]
+        # a bound that is itself symbolic: -s0 (Qwen2-style caches), 2048 - s0 of a static table (LED);
+        # a step of 2 (torch's size is FloorDiv(s0, 2))
+        return (y[:, -1023:] * 2, y[:, :1000] + 1, y[:, 2:-1] - 1, y[:, -n:] * 3, table[: 2048 - n] + 1, y[:, 0:-1:2])
 
     torch._dynamo.reset()
     record = []

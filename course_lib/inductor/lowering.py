@@ -51,7 +51,7 @@ from course_lib.inductor.ir import (
     sym,
     upcast,
 )  # fmt: skip
-from course_lib.inductor.sizevars import SizeVars, free_sizes, from_torch, is_static, prod, size_symbol
+from course_lib.inductor.sizevars import FloorDiv, SizeVars, free_sizes, from_torch, is_static, prod, size_symbol
 
 
 class Unsupported(Exception):
@@ -732,16 +732,15 @@ def select(x: TensorValue, dim, index) -> TensorValue:
 
 
 def slice_(x: TensorValue, dim=0, start=None, end=None, step=1, hint=None) -> TensorValue:
-    """``x[..., start:end:step, ...]`` along ``dim``. ``hint`` (a symbolic size's example value)
-    clamps a static bound against a symbolic size as torch did when it traced (see
-    :func:`lower_slice`)."""
+    """``x[..., start:end:step, ...]`` along ``dim``. ``hint`` (a size expression's example value)
+    clamps bounds against symbolic sizes as torch did when it traced (see :func:`lower_slice`)."""
     dim %= len(x.shape)
     size = x.shape[dim]
     start, end = _slice_bound(start, size, 0, hint), _slice_bound(end, size, size, hint)
-    if is_static(size):
+    if all(is_static(v) for v in (size, start, end)):
         n = max(0, (end - start + step - 1) // step)
     else:  # torch guarded start <= end when it traced; only the arithmetic is left
-        n = end - start if step == 1 else sympy.floor((end - start + step - 1) / step)
+        n = end - start if step == 1 else FloorDiv(end - start + step - 1, step)
     layout = None
     if x.layout is not None:
         buf, st, off = x.layout
@@ -757,28 +756,27 @@ def slice_(x: TensorValue, dim=0, start=None, end=None, step=1, hint=None) -> Te
 
 
 def _slice_bound(v, size, default, hint=None):
-    """A slice bound clamped into ``[0, size]`` (symbolic size: a huge end means the end; with
-    ``hint``, a static bound is clamped on the side the size's example value puts it)."""
+    """A slice bound clamped into ``[0, size]``, as Python and torch clamp (``x[-4095:]`` of 8 rows
+    starts at 0, not at -4087). Where the size or the bound is symbolic, each comparison is decided
+    on the example values (``hint``), as torch's trace decided and guarded it; a huge end is the end."""
     if v is None:
         return default
-    if is_static(size):  # as Python and torch clamp: x[-4095:] of 8 rows starts at 0, not at -4087
+    if is_static(v) and is_static(size):
         return max(0, v + size) if v < 0 else min(v, size)
-    if is_static(v):
-        if v >= 2**62:
-            return size
-        bound = v + size if v < 0 else v
-        try:
-            at, n = (hint(bound), hint(size)) if hint is not None else (0, 0)
-        except (TypeError, KeyError):  # a symbol without an example value: no clamp (lower_slice checks)
-            at, n = 0, 0
-        if not 0 <= at <= n:  # x[-1023:] of s0 rows, s0 <= 1023
-            return sympy.Integer(0) if at < 0 else size
-        return bound
-    return v
+    if is_static(v) and v >= 2**62:
+        return size
+    try:
+        bound = v + size if (hint(v) if hint is not None else v) < 0 else v
+        at, n = (hint(bound), hint(size)) if hint is not None else (0, 0)
+    except (TypeError, KeyError, ValueError):  # a symbol without an example value: lower_slice checks
+        return v + size if is_static(v) and v < 0 else v
+    if at < 0:  # x[-1023:] of s0 rows, s0 <= 1023
+        return sympy.Integer(0)
+    return size if at > n else bound
 
 
 def lower_slice(ctx, node, x, dim=0, start=None, end=None, step=1):
-    """``slice`` with torch's clamping of a static bound against a symbolic size.
+    """``slice`` with torch's clamping of bounds against symbolic sizes.
 
     ``x[:, -1023:]`` of a length ``s0``: torch's trace, seeing ``s0 = 12``, clamped the start to 0,
     gave the result size ``s0`` and guarded ``s0 <= 1023``. Without the clamp the start is
@@ -788,7 +786,11 @@ def lower_slice(ctx, node, x, dim=0, start=None, end=None, step=1):
     out = slice_(x, dim, start, end, step, hint=ctx.sizevars.hint)
     meta = node.meta.get("val")
     d = dim % len(x.shape)
-    if meta is not None and hasattr(meta, "shape") and not is_static(x.shape[d]):
+    if (
+        meta is not None
+        and hasattr(meta, "shape")
+        and not all(v is None or is_static(v) for v in (x.shape[d], start, end))
+    ):
         want = ctx.size(meta.shape[d])
         if sympy.simplify(sympy.sympify(out.shape[d]) - want) != 0:
             raise Unsupported(f"slice of {x.shape[d]} from {start} to {end}: torch's size is {want}, "
