@@ -272,3 +272,27 @@ def test_slice_bounds_clamped_against_a_symbolic_dim(codegen):
         assert [tuple(t.shape) for t in got] == [tuple(t.shape) for t in want], n
         _assert_matches(got, want)
     assert [kind for kind, _ in record] == ["compiled"] * len(record) and any(g.dynamic for _, g in record), record
+
+
+def test_cpp_size_expression_of_a_negative_operand_floors_like_python(tmp_path):
+    """torch pads a length to a block as ``s0 + (-s0 % 128)`` (LongT5's blocks). C's ``%`` and ``/``
+    truncate toward 0, Python's floor: printed as C's own, ``-s0 % 128`` was ``-s0`` and the padded
+    length 0. The C++ printer now floors where the operand may be negative."""
+    import shutil
+    import subprocess
+
+    from course_lib.inductor.codegen.cpp import cpp_index
+    from course_lib.inductor.sizevars import FloorDiv, ModIdx, size_symbol
+
+    if shutil.which("g++") is None:
+        pytest.skip("no g++")
+    s0 = size_symbol("s0")
+    exprs = [s0 + ModIdx(-s0, 128), FloorDiv(-s0, 8), ModIdx(3 - s0, 5), FloorDiv(s0, 4)]
+    body = "".join(f'printf("%lld ", (long long)({cpp_index(e)}));' for e in exprs)
+    src = tmp_path / "sizes.cpp"
+    src.write_text("#include <cstdio>\n#include <cstdint>\n#include <algorithm>\n"
+                   f"int main(int argc, char** argv) {{ int64_t s0 = atoll(argv[1]); {body} return 0; }}\n")  # fmt: skip
+    subprocess.run(["g++", "-include", "cstdlib", "-o", str(tmp_path / "sizes"), str(src)], check=True)
+    for n in (1, 12, 127, 128, 300):
+        got = subprocess.run([str(tmp_path / "sizes"), str(n)], capture_output=True, text=True, check=True).stdout
+        assert [int(v) for v in got.split()] == [int(e.subs(s0, n)) for e in exprs], n

@@ -270,7 +270,8 @@ def inner_compiler(fusion: str = "greedy", codegen: str | None = None, record: l
 
         gm, consts = aot.lift_constants(gm)  # get_attr constants -> placeholders at the end
         compiled = _compile_or_eager(gm, [*example_inputs, *consts], fusion, codegen, record)
-        if compiled is None:
+        if compiled is None:  # the inputs may come from a course-compiled graph, laid out unlike the trace's
+            _views_as_reshapes(gm)
 
             def eager(args):
                 return gm(*args, *consts)
@@ -292,6 +293,17 @@ def inner_compiler(fusion: str = "greedy", codegen: str | None = None, record: l
     return compiler
 
 
+def _views_as_reshapes(gm) -> None:
+    """``aten.view`` -> ``aten.reshape`` in ``gm``: a graph traced for torch's layouts, run on
+    tensors a course-compiled graph produced (its own strides; a saved activation of the forward)."""
+    import torch
+
+    for node in gm.graph.nodes:
+        if node.target is torch.ops.aten.view.default:
+            node.target = torch.ops.aten.reshape.default
+    gm.recompile()
+
+
 def course_aot_compiler(fusion: str = "greedy", codegen: str | None = None, record: list | None = None):
     """A compiler for ``course_lib.aot``: the whole course pipeline end to end.
 
@@ -301,17 +313,10 @@ def course_aot_compiler(fusion: str = "greedy", codegen: str | None = None, reco
     """
 
     def compiler(graph, example_inputs):
-        import torch
-
         from course_lib import aot, compat, fx
 
-        aten = torch.ops.aten
-
         gm = fx.to_torch_fx(graph)
-        for node in gm.graph.nodes:  # the real inputs may be laid out unlike the trace's: view -> reshape
-            if node.target is aten.view.default:
-                node.target = aten.reshape.default
-        gm.recompile()
+        _views_as_reshapes(gm)  # the real inputs may be laid out unlike the trace's
         cache = {}
 
         def run(*args):

@@ -46,9 +46,17 @@ class FloorDiv(sympy.Function):
             return sympy.Integer(int(a) // int(b))
         return None
 
+    def _eval_is_integer(self):
+        return True
+
+    def _eval_is_nonnegative(self):
+        a, b = self.args
+        return True if a.is_nonnegative and b.is_positive else None
+
 
 class ModIdx(sympy.Function):
-    """``a % b`` for non-negative integers (Inductor's ``ModularIndexing`` with divisor 1)."""
+    """``a % b`` (Inductor's ``ModularIndexing`` with divisor 1), with Python's sign: torch's
+    ``PythonMod`` of a size expression such as ``-s0 % 128`` (a padding to a block) maps here."""
 
     nargs = 2
 
@@ -59,6 +67,12 @@ class ModIdx(sympy.Function):
         if a.is_Integer and b.is_Integer:
             return sympy.Integer(int(a) % int(b))
         return None
+
+    def _eval_is_integer(self):
+        return True
+
+    def _eval_is_nonnegative(self):  # Python's sign: a positive divisor leaves 0 <= a % b < b
+        return True if self.args[1].is_positive else None
 
 
 def sym(name: str) -> sympy.Symbol:

@@ -195,10 +195,14 @@ def cpp_index(expr, names: dict | None = None) -> str:
         return str(int(expr))
     if expr.is_Symbol:
         return names.get(expr.name, expr.name)
-    if isinstance(expr, FloorDiv):  # a divisor such as 4*ks0 in parentheses: x / 4*ks0 is (x / 4)*ks0
-        return f"(({cpp_index(expr.args[0], names)}) / {_cpp_operand(expr.args[1], names)})"
-    if isinstance(expr, ModIdx):
-        return f"(({cpp_index(expr.args[0], names)}) % {_cpp_operand(expr.args[1], names)})"
+    if isinstance(expr, (FloorDiv, ModIdx)):  # a divisor such as 4*ks0 in parentheses: x / 4*ks0 is (x / 4)*ks0
+        a, b = cpp_index(expr.args[0], names), _cpp_operand(expr.args[1], names)
+        if expr.args[0].is_nonnegative:  # an index: C's truncating / and % are Python's // and %
+            return f"(({a}) {'/' if isinstance(expr, FloorDiv) else '%'} {b})"
+        # a size expression that may be negative (-s0 % 128, a padding): C truncates toward 0, Python floors
+        if isinstance(expr, ModIdx):
+            return f"(((({a}) % {b}) + {b}) % {b})"
+        return f"(({a}) >= 0 ? ({a}) / {b} : -((-({a}) + {b} - 1) / {b}))"
     if expr.is_Add:
         terms = sorted(expr.args, key=lambda a: (a.is_Integer, sympy.default_sort_key(a)))
         return " + ".join(cpp_index(a, names) for a in terms)
