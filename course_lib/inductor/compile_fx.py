@@ -118,13 +118,16 @@ BACKENDS = {
 
 
 def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | None = None,
-                  size_guards=(), hints=None) -> CompiledGraph:  # fmt: skip
+                  size_guards=(), hints=None, keep_output_strides: bool = False) -> CompiledGraph:  # fmt: skip
     """Compile one ATen-level graph (what AOT Autograd hands ``fw_compiler``/``bw_compiler``).
 
     ``fusion``: ``unfused`` | ``vertical`` | ``greedy``; ``codegen``: a key of :data:`BACKENDS`
     (default C++ on CPU, Triton on CUDA). Raises :class:`Unsupported` when it cannot.
     ``example_inputs`` may be fake tensors with symbolic sizes (then ``size_guards``, torch's
-    guards on those sizes, are checked on every call).
+    guards on those sizes, are checked on every call). ``keep_output_strides``: every output laid
+    out with the strides of the graph's trace (``meta["val"]``), for a consumer traced with them
+    (torch's AOT Autograd's backward graph reads the forward's saved tensors so; Inductor's
+    ``keep_output_stride``).
     """
     t0 = time.perf_counter()
     device = _device_of(gm, example_inputs)
@@ -137,12 +140,12 @@ def compile_graph(gm, example_inputs, fusion: str = "greedy", codegen: str | Non
         raise Unsupported(f"device {device.type}")
     if codegen == "cpp" and device.type != "cpu":
         raise Unsupported("C++ kernels need CPU tensors")
-    graph = lower(gm, example_inputs, size_guards, hints)
+    graph = lower(gm, example_inputs, size_guards, hints, keep_output_strides)
     t1 = time.perf_counter()
     if codegen == "triton" and graph.dynamic and any(b.kind in ("pointwise", "reduction") for b in graph.buffers):
         # the Triton generator needs numbers where a symbol stands: compile each size when it comes
         # (a graph of extern calls alone has no kernel to generate and takes symbolic sizes as it is)
-        return SpecializingGraph(gm, graph, fusion)
+        return SpecializingGraph(gm, graph, fusion, keep_output_strides)
     apart: frozenset = frozenset()
     for attempt in range(REFUSION_ATTEMPTS + 1):
         sched = schedule_graph(graph, fusion, apart)
@@ -181,8 +184,8 @@ class SpecializingGraph:
     Attributes of a :class:`CompiledGraph` come from the latest size compiled (after a first call).
     A size that fails to compile runs in eager, with the reason in the fallback report."""
 
-    def __init__(self, gm, graph: GraphIR, fusion: str):
-        self.gm, self.symbolic, self.fusion = gm, graph, fusion
+    def __init__(self, gm, graph: GraphIR, fusion: str, keep_output_strides: bool = False):
+        self.gm, self.symbolic, self.fusion, self.keep_output_strides = gm, graph, fusion, keep_output_strides
         self.compiled: dict = {}  # input sizes -> CompiledGraph, or None (that size runs in eager)
         self.latest: CompiledGraph | None = None
 
@@ -208,7 +211,8 @@ class SpecializingGraph:
 
             try:
                 static = compat.make_fx(with_sizes, *tensors, tracing_mode="fake")
-                self.compiled[key] = compile_graph(static, tensors, fusion=self.fusion, codegen="triton")
+                self.compiled[key] = compile_graph(static, tensors, fusion=self.fusion, codegen="triton",
+                                                   keep_output_strides=self.keep_output_strides)  # fmt: skip
             except Exception as exc:  # never crash the user's model: this size runs in eager
                 _give_up(exc, "fallback", "one size of a dynamic graph runs in eager", None)
                 self.compiled[key] = None
@@ -244,10 +248,11 @@ def _give_up(exc: Exception, kind: str, what: str, record: list | None) -> None:
         record.append((kind, reason))
 
 
-def _compile_or_eager(gm, example_inputs, fusion, codegen, record):
+def _compile_or_eager(gm, example_inputs, fusion, codegen, record, keep_output_strides: bool = False):
     """Compile one graph, or return ``None`` after logging why it runs in eager instead."""
     try:
-        compiled = compile_graph(gm, example_inputs, fusion=fusion, codegen=codegen)
+        compiled = compile_graph(gm, example_inputs, fusion=fusion, codegen=codegen,
+                                 keep_output_strides=keep_output_strides)  # fmt: skip
     except Exception as exc:  # never crash the user's model: run this graph in eager
         _give_up(exc, "fallback", "graph runs in eager", record)
         return None
@@ -269,8 +274,9 @@ def inner_compiler(fusion: str = "greedy", codegen: str | None = None, record: l
         from course_lib import aot
 
         gm, consts = aot.lift_constants(gm)  # get_attr constants -> placeholders at the end
-        compiled = _compile_or_eager(gm, [*example_inputs, *consts], fusion, codegen, record)
-        if compiled is None:  # the inputs may come from a course-compiled graph, laid out unlike the trace's
+        # torch's AOT traced the graph that reads these outputs (its backward) with the trace's strides
+        compiled = _compile_or_eager(gm, [*example_inputs, *consts], fusion, codegen, record, keep_output_strides=True)
+        if compiled is None:  # LongT5's backward, traced for sizes its eager run does not see: reshape, not view
             _views_as_reshapes(gm)
 
             def eager(args):
@@ -278,6 +284,8 @@ def inner_compiler(fusion: str = "greedy", codegen: str | None = None, record: l
 
             return _boxed(eager)
         call = compiled.call
+        if compiled.dynamic:  # its size-guard check runs first, before any side effect
+            return _boxed(_eager_past_guards(call, gm, consts))
         if not consts:
 
             def run(args):
@@ -291,6 +299,23 @@ def inner_compiler(fusion: str = "greedy", codegen: str | None = None, record: l
         return _boxed(run_with_constants)
 
     return compiler
+
+
+def _eager_past_guards(call, gm, consts):
+    """``call`` of a graph compiled for symbolic sizes, and the graph in eager for a call whose sizes
+    break a guard the compiled code relies on (a size of 1 where it assumed at least 2). Dynamo's own
+    guards do not see every such size: Longformer hands one over as an int that reaches 1, where a
+    tensor's dimension would have made Dynamo compile again."""
+    from course_lib.inductor.codegen.wrapper import SizeGuardError
+
+    def run(args):
+        try:
+            return call([*args, *consts])
+        except SizeGuardError as exc:
+            fallbacks.REPORT.note("fallback", "a call past the size guards runs in eager", str(exc))
+            return gm(*args, *consts)
+
+    return run
 
 
 def _views_as_reshapes(gm) -> None:

@@ -51,7 +51,16 @@ from course_lib.inductor.ir import (
     sym,
     upcast,
 )  # fmt: skip
-from course_lib.inductor.sizevars import FloorDiv, SizeVars, free_sizes, from_torch, is_static, prod, size_symbol
+from course_lib.inductor.sizevars import (
+    FloorDiv,
+    ModIdx,
+    SizeVars,
+    free_sizes,
+    from_torch,
+    is_static,
+    prod,
+    size_symbol,
+)
 
 
 class Unsupported(Exception):
@@ -115,6 +124,7 @@ class Lowering:
         self.scalar_inputs: dict = {}
         self.hints: dict = {}  # example values of course_lib.fake's size symbols, when it made them
         self.channels_last = False  # decided in run() by :func:`decide_layout_opt`
+        self.keep_output_strides = False  # outputs with the trace's strides (see compile_graph)
 
     # -- sizes -------------------------------------------------------------------------
     def size(self, value):
@@ -259,6 +269,12 @@ class Lowering:
             return ("size", self.runtime_size(val, v))
         if not isinstance(val, TensorValue):
             raise Unsupported(f"output {v} is not a tensor")
+        meta = v.meta.get("val") if self.keep_output_strides else None
+        want = tuple(self.size(s) for s in meta.stride()) if meta is not None and hasattr(meta, "stride") else ()
+        # the strides the graph's consumer was traced with; one in torch's own functions (a contiguous
+        # stride Max(1, s0 - 3)) has no printed form here, and that output keeps the course's layout
+        if want and all(is_static(w) or _index_functions_only(w) for w in want):
+            val = self.require_strides(val, want, origin=f"output {v.name}")
         arg = self.realize(val, origin=f"output {v.name}")
         return ("buf", arg.buf, arg.size, arg.stride, arg.offset)
 
@@ -1177,7 +1193,13 @@ def _swap(nd, a, b):
     return dims
 
 
-def lower(gm, example_inputs, size_guards=(), hints=None) -> GraphIR:
+def _index_functions_only(expr) -> bool:
+    """True when every function in the size expression is one the code generators print."""
+    allowed = (sympy.Symbol, sympy.Integer, sympy.Add, sympy.Mul, sympy.Pow, FloorDiv, ModIdx)
+    return all(isinstance(e, allowed) for e in sympy.preorder_traversal(sympy.sympify(expr)))
+
+
+def lower(gm, example_inputs, size_guards=(), hints=None, keep_output_strides: bool = False) -> GraphIR:
     """Lower an ATen FX GraphModule to the pre-fusion IR.
 
     ``example_inputs``: real tensors (static sizes), or fake tensors with ``SymInt`` sizes and
@@ -1186,6 +1208,7 @@ def lower(gm, example_inputs, size_guards=(), hints=None) -> GraphIR:
     """
     lowering = Lowering(gm)
     lowering.hints = dict(hints or {})
+    lowering.keep_output_strides = keep_output_strides
     return eliminate_dead_buffers(lowering.run(example_inputs, size_guards))
 
 
