@@ -409,13 +409,15 @@ class Joint:
 
     @property
     def differentiable_outputs(self) -> list[bool]:
-        """Per output of the function: whether an input in ``wrt`` reaches it in the forward graph.
-        One that none reaches (a buffer passed through: CTRL's ``self.pos_encoding.to(...)``) leaves
-        the compiled Function without a gradient history, as it does in eager; with one, the buffer
-        written back into the model would tie the next step's backward to this step's graph."""
+        """Per output of the function: False for an input passed through that takes no gradient (a
+        buffer: CTRL's ``self.pos_encoding.to(...)``), which leaves the compiled Function without a
+        gradient history, as it does in eager; with one, the buffer written back into the model would
+        tie the next step's backward to this step's graph."""
         placeholders = [n for n in self.forward.nodes if n.op == "placeholder"]
-        live = _depends_on([placeholders[i] for i in self.wrt])
-        return [isinstance(o, Node) and o in live
+        # an input handed back as it came (a no-op .to()) that no gradient is taken for; any other
+        # output keeps its history, as torch's ops give one (fill, matrix_power(x, 0): no path from x)
+        constant = {p for i, p in enumerate(placeholders) if i not in self.wrt}
+        return [not (isinstance(o, Node) and o in constant)
                 for o in _flat(self.forward.output_node().args[0])[: self.num_user_outputs]]  # fmt: skip
 
     @property
