@@ -211,10 +211,6 @@ def cpp_index(expr, names: dict | None = None) -> str:
         return "*".join(f"({cpp_index(a, names)})" if a.is_Add else cpp_index(a, names) for a in factors)
     if expr.is_Pow and expr.exp.is_Integer and expr.exp > 0:  # s0**2: numel of an [s0, s0] tensor
         return "(" + "*".join([_cpp_operand(expr.base, names)] * int(expr.exp)) + ")"
-    if isinstance(expr, (sympy.Max, sympy.Min)):  # Max(1, s0 // 2): a size torch clamps (a pooled length)
-        fn, (first, *rest) = ("std::max" if isinstance(expr, sympy.Max) else "std::min"), expr.args
-        rest_expr = type(expr)(*rest) if len(rest) > 1 else rest[0]
-        return f"{fn}<int64_t>({cpp_index(first, names)}, {cpp_index(rest_expr, names)})"
     raise ValueError(f"cannot print index {expr}")
 
 
