@@ -381,9 +381,9 @@ def _shrink(config) -> dict:
     kw.update(_shrink_taps(values, kw))
     if isinstance(values.get("conv_dim"), list):  # a speech model's feature encoder: 512 channels a layer
         kw["conv_dim"] = [16] * len(values["conv_dim"])
-    for k, v in values.items():  # a dense-prediction neck's widths (DPT: [96, 192, 384, 768])
+    for k, v in values.items():  # a dense-prediction neck's widths (DPT: [96, 192, 384, 768]); never wider
         if k.endswith("hidden_sizes") and k not in kw and isinstance(v, list) and all(isinstance(x, int) for x in v):
-            kw[k] = [16 * 2**i for i in range(len(v))]
+            kw[k] = [min(x, 16 * 2 ** min(i, 3)) for i, x in enumerate(v)]  # than it was (MobileViT's 7: 640)
     if isinstance(values.get("image_size"), list) and len(values["image_size"]) == 2:  # Hiera, PVT-v2: [224, 224]
         kw["image_size"] = [_TINY["image_size"]] * 2
     for k, v in values.items():
