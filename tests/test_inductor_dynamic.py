@@ -287,7 +287,8 @@ def test_cpp_size_expression_of_a_negative_operand_floors_like_python(tmp_path):
     if shutil.which("g++") is None:
         pytest.skip("no g++")
     s0 = size_symbol("s0")
-    exprs = [s0 + ModIdx(-s0, 128), FloorDiv(-s0, 8), ModIdx(3 - s0, 5), FloorDiv(s0, 4)]
+    exprs = [s0 + ModIdx(-s0, 128), FloorDiv(-s0, 8), ModIdx(3 - s0, 5), FloorDiv(s0, 4),
+             sizevars.Max(0, 2048 - s0), sizevars.Min(256, s0) + 1]  # fmt: skip
     body = "".join(f'printf("%lld ", (long long)({cpp_index(e)}));' for e in exprs)
     src = tmp_path / "sizes.cpp"
     src.write_text("#include <cstdio>\n#include <cstdint>\n#include <algorithm>\n"
@@ -296,3 +297,82 @@ def test_cpp_size_expression_of_a_negative_operand_floors_like_python(tmp_path):
     for n in (1, 12, 127, 128, 300):
         got = subprocess.run([str(tmp_path / "sizes"), str(n)], capture_output=True, text=True, check=True).stdout
         assert [int(v) for v in got.split()] == [int(e.subs(s0, n)) for e in exprs], n
+
+
+def _size_exprs(s0, s1):
+    """Size expressions of the kinds real models make: padding to a block, blocks of it, clamps."""
+    padded = s0 + sizevars.ModIdx(-s0, 128)
+    return [
+        padded, sizevars.FloorDiv(padded, 128), s0 + sizevars.ModIdx(64 - sizevars.ModIdx(s0, 64), 64),
+        3 * sizevars.FloorDiv(s0, 2) - s1, sizevars.ModIdx(s0 * s1 + 7, 9), sizevars.FloorDiv(2048 - s0, 3),
+        sizevars.Max(1, sizevars.FloorDiv(s0, 2)), sizevars.Max(0, 2048 - s0), sizevars.Min(256, s0) - s1,
+        sizevars.FloorDiv(s0 * s1, s1 + 1), s0**2 - 4 * s1,
+    ]  # fmt: skip
+
+
+def test_size_bounds_hold_for_every_admitted_size():
+    """size_bounds is interval arithmetic over sizes >= 2: every value at real sizes lies inside."""
+    s0, s1 = sizevars.size_symbol("s0"), sizevars.size_symbol("s1")
+    rng = random.Random(0)
+    sizes = [(a, b) for a in (2, 3, 63, 64, 65, 128, 129, 300, 2047, 2049, 5000) for b in (2, 3, 17)]
+    sizes += [(rng.randrange(2, 9000), rng.randrange(2, 50)) for _ in range(200)]
+    for expr in _size_exprs(s0, s1):
+        lo, hi = sizevars.size_bounds(expr)
+        for a, b in sizes:
+            v = int(expr.xreplace({s0: sympy.Integer(a), s1: sympy.Integer(b)}))
+            assert (lo is None or lo <= v) and (hi is None or v <= hi), (expr, a, b, v, lo, hi)
+
+
+def test_max_min_and_comparisons_decided_by_size_bounds():
+    """torch writes a contiguous stride as Max(1, s0 // 2)*d; sizes are at least 2, so the Max goes.
+    A Max the bounds cannot decide stays, and prints; a comparison is decided only where it must be."""
+    import torch.utils._sympy.functions as torch_fns
+
+    s0 = sizevars.size_symbol("s0")
+    padded = s0 + sizevars.ModIdx(-s0, 128)
+    assert sizevars.Max(1, sizevars.FloorDiv(s0, 2)) == sizevars.FloorDiv(s0, 2)
+    assert sizevars.Max(1, padded) == padded and sizevars.Min(2, s0) == 2
+    assert sizevars.Max(1, sizevars.FloorDiv(padded, 128)) == sizevars.FloorDiv(padded, 128)  # >= 1 block
+    assert isinstance(sizevars.Max(0, 2048 - s0), sizevars.Max) and isinstance(sizevars.Min(256, s0), sizevars.Min)
+    assert sizevars.from_torch(torch_fns.Max(1, torch_fns.FloorDiv(s0, 2))) == sizevars.FloorDiv(s0, 2)
+    assert isinstance(sizevars.from_torch(torch_fns.Min(256, s0)), sizevars.Min)
+    assert sizevars.decide(sizevars.Min(256, s0) > 256) is False
+    assert sizevars.decide(sizevars.Max(0, 2048 - s0) > 2048) is False
+    assert sizevars.decide(s0 > 1) is True and sizevars.decide(s0 > 64) is None
+    # a block length from a padded length: (p // (p // 128)) is 128 (LongT5's blocks); not for p + 1
+    assert sizevars.FloorDiv(padded, sizevars.FloorDiv(padded, 128)) == 128
+    assert sizevars.FloorDiv(padded + 1, sizevars.FloorDiv(padded + 1, 128)) != 128
+    assert sizevars.FloorDiv(sizevars.FloorDiv(s0, 2), 2) == sizevars.FloorDiv(s0, 4)
+    for good in (padded, s0 + sizevars.ModIdx(128 - sizevars.ModIdx(s0, 128), 128), 256 * s0, 128 * s0 + padded):
+        assert sizevars.multiple_of(good, 128), good
+    for bad in (s0 + sizevars.ModIdx(-s0, 64), padded + 1, 2 * s0, s0 + sizevars.ModIdx(s0, 128)):
+        assert not sizevars.multiple_of(bad, 128), bad
+    for n in range(2, 700):  # the rules against the numbers
+        p = n + (-n) % 128
+        assert p // (p // 128) == 128 and (n // 2) // 2 == n // 4
+
+
+def padded_blocks(x):
+    """Blocks of a length padded to 4 (as LongT5 cuts its sequence), and a clamp torch keeps as
+    Max(0, 20 - s0) (sym_max: no guard), both in sizes of the compiled graph."""
+    n = x.shape[1]
+    y = torch.nn.functional.pad(x, (0, 0, 0, (-n) % 4))
+    blocks = y.shape[1] // 4
+    z = y.reshape(2, blocks, y.shape[1] // blocks, 3)
+    w = torch.nn.functional.pad(x, (0, 0, 0, torch.sym_max(0, 20 - n)))
+    return z.sum(2) * 2, w + 1, z.amax(1)
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_padded_blocks_and_an_undecided_max_compile(codegen):
+    torch._dynamo.reset()
+    record = []
+    compiled = torch.compile(
+        padded_blocks, backend=lambda gm, ex: ind.compile_fx(gm, ex, codegen=codegen, record=record)
+    )
+    for n in (8, 13, 5, 30, 7):
+        x = torch.randn(2, n, 3)
+        got, want = compiled(x), padded_blocks(x)
+        assert [tuple(t.shape) for t in got] == [tuple(t.shape) for t in want], n
+        _assert_matches(got, want)
+    assert [kind for kind, _ in record] == ["compiled"] * len(record) and any(g.dynamic for _, g in record), record

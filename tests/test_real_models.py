@@ -254,6 +254,15 @@ def test_longformer_trains_at_a_second_length():
     assert got["symbolic"] > 0 and got["grad_error"] < 2e-3 and got["loss_error"] < 1e-5, got
 
 
+def test_longt5_blocks_compile_at_a_second_length(strict):
+    """LongT5 cuts its length, padded to 128, into blocks: its sizes hold torch's Max(1, ...) and
+    (p // (p // 128)), and at 12 tokens torch knows there is one block where the course's broadcast
+    did not (it built a tensor of shape [4, 128, blocks] where torch's was [128, 384, 4]). Every
+    graph is now the course's (strict), each step as eager's."""
+    got = real_models.compare_lengths("seq2seq_lm:longt5", lengths=(8, 12))
+    assert got["symbolic"] > 0 and got["grad_error"] < 2e-3 and got["loss_error"] < 1e-5, got
+
+
 def test_tiny_names_what_is_wrong():
     with pytest.raises(ValueError, match="unknown task 'translation'"):
         real_models.tiny("llama", "translation")

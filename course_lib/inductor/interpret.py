@@ -14,7 +14,7 @@ import sympy
 from course_lib.inductor.ir import Const, IndexValue, Load
 from course_lib.inductor.lowering import Unsupported
 from course_lib.inductor.scheduler import Acc, KernelPlan
-from course_lib.inductor.sizevars import FloorDiv, ModIdx, kernel_vars
+from course_lib.inductor.sizevars import FloorDiv, Max, Min, ModIdx, kernel_vars
 
 NP = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int32": np.int32, "int16": np.int16,
       "int8": np.int8, "uint8": np.uint8, "bool": np.bool_}  # fmt: skip
@@ -50,6 +50,12 @@ def eval_index(expr, env: dict):
         return np.floor_divide(a[0], a[1])
     if isinstance(expr, ModIdx):
         return np.mod(a[0], a[1])
+    if isinstance(expr, (Max, Min)):
+        fn = np.maximum if isinstance(expr, Max) else np.minimum
+        out = a[0]
+        for x in a[1:]:
+            out = fn(out, x)
+        return out
     if expr.is_Add:
         return sum(a[1:], a[0])
     if expr.is_Mul:

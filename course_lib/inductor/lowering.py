@@ -53,6 +53,8 @@ from course_lib.inductor.ir import (
 )  # fmt: skip
 from course_lib.inductor.sizevars import (
     FloorDiv,
+    Max,
+    Min,
     ModIdx,
     SizeVars,
     free_sizes,
@@ -249,13 +251,41 @@ class Lowering:
         self.channels_last = decide_layout_opt(self.gm, example_inputs)
         for node in self.gm.graph.nodes:
             if node.op == "call_function":
-                self.env[node] = self.call_function(node)
+                self.env[node] = self.match_torch_shape(node, self.call_function(node))
             elif node.op == "output":
                 for v in _as_tuple(node.args[0]):
                     outputs.append(self.output(v))
             elif node.op != "placeholder":
                 raise Unsupported(f"FX op {node.op} ({node.name}) is not handled")
         return GraphIR(self.buffers, inputs, outputs, sizevars=self.sizevars, scalar_inputs=self.scalar_inputs)
+
+    def match_torch_shape(self, node, value):
+        """``value`` with the shape torch's trace gave ``node`` (``meta["val"]``) where the two differ.
+
+        Where torch's size is a number and the course's a size expression with that value at the
+        example sizes, torch knew more: a guard it recorded fixed the expression (LongT5 at 12 tokens:
+        ``(s0 + (-s0) % 128) // 128`` blocks is 1, so broadcasting it against 1 gives 1, which the
+        course's broadcast cannot see). The course takes torch's number and keeps the equality as
+        a guard its call checks. Sizes that differ at the example sizes are a lowering bug: the graph
+        is refused rather than computed with a wrong shape."""
+        meta = node.meta.get("val")
+        if not isinstance(value, TensorValue) or not hasattr(meta, "shape") or len(meta.shape) != len(value.shape):
+            return value
+        shape = list(value.shape)
+        for d, (got, torch_size) in enumerate(zip(value.shape, meta.shape, strict=True)):
+            want = self.size(torch_size)
+            if got == want:
+                continue
+            try:
+                same = self.sizevars.hint(got) == self.sizevars.hint(want)
+            except (TypeError, KeyError, ValueError):  # a symbol without an example value
+                continue
+            if not same:
+                raise Unsupported(f"{node.name}: size {got} of dim {d} where torch's trace has {want}")
+            if is_static(want) or is_static(got):  # a guard fixed it: the number, checked at each call
+                self.sizevars.guards.append(sympy.Eq(got, want))
+                shape[d] = int(want) if is_static(want) else int(got)
+        return value if shape == list(value.shape) else TensorValue(tuple(shape), value.dtype, value.fn, value.layout)
 
     def output(self, v):
         if v is None:
@@ -1195,7 +1225,7 @@ def _swap(nd, a, b):
 
 def _index_functions_only(expr) -> bool:
     """True when every function in the size expression is one the code generators print."""
-    allowed = (sympy.Symbol, sympy.Integer, sympy.Add, sympy.Mul, sympy.Pow, FloorDiv, ModIdx)
+    allowed = (sympy.Symbol, sympy.Integer, sympy.Add, sympy.Mul, sympy.Pow, FloorDiv, ModIdx, Max, Min)
     return all(isinstance(e, allowed) for e in sympy.preorder_traversal(sympy.sympify(expr)))
 
 

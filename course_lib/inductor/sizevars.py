@@ -19,7 +19,8 @@ Three kinds of symbol, all non-negative integers so sympy can simplify with them
   the compiled code needs.
 
 Simplified against Inductor: no range analysis beyond "sizes are >= 2" (0/1 specialisation, as
-Dynamo does), no ``Min``/``Max``/``CeilDiv``, and index simplification only for affine terms.
+Dynamo does, and interval bounds that follow from it, :func:`size_bounds`), ``Max``/``Min`` kept only
+where those bounds cannot decide them, no ``CeilDiv``, and index simplification only for affine terms.
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ class FloorDiv(sympy.Function):
             return sympy.Integer(0)
         if a.is_Integer and b.is_Integer:
             return sympy.Integer(int(a) // int(b))
+        if isinstance(a, FloorDiv) and a.args[1].is_Integer and b.is_Integer and a.args[1] > 0 and b > 0:
+            return FloorDiv(a.args[0], a.args[1] * b)  # (x // 2) // 2 is x // 4 (torch writes the latter)
+        if isinstance(b, FloorDiv) and b.args[0] == a and b.args[1].is_Integer and b.args[1] > 0:
+            c = b.args[1]  # a block length from a padded length: (p // (p // 128)) is 128 when p is a
+            if multiple_of(a, int(c)) and a.is_positive:  # positive multiple of 128 (LongT5, Pegasus-X)
+                return c
         return None
 
     def _eval_is_integer(self):
@@ -52,6 +59,24 @@ class FloorDiv(sympy.Function):
     def _eval_is_nonnegative(self):
         a, b = self.args
         return True if a.is_nonnegative and b.is_positive else None
+
+
+def multiple_of(expr, c: int) -> bool:
+    """Provably a whole multiple of ``c``: ``128*k``, a sum of multiples, or a length padded up to a
+    block, ``x + (-x) % 128`` (torch's form) or ``x + (128 - x % 128) % 128``."""
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        return int(expr) % c == 0
+    if expr.is_Mul:
+        return any(multiple_of(f, c) for f in expr.args)
+    if not expr.is_Add:
+        return False
+    if all(multiple_of(t, c) for t in expr.args):
+        return True
+    # y % m with c dividing m leaves y's remainder mod c: drop each such % and test what is left
+    # (x + (-x) % c becomes x - x = 0; x + (c - x % c) % c becomes c)
+    same_rest = expr.replace(ModIdx, lambda a, m: a if m.is_Integer and int(m) % c == 0 else ModIdx(a, m))
+    return same_rest != expr and multiple_of(sympy.expand(same_rest), c)
 
 
 class ModIdx(sympy.Function):
@@ -73,6 +98,142 @@ class ModIdx(sympy.Function):
 
     def _eval_is_nonnegative(self):  # Python's sign: a positive divisor leaves 0 <= a % b < b
         return True if self.args[1].is_positive else None
+
+
+class _MinMax(sympy.Function):
+    """torch's ``Max``/``Min`` of sizes (a contiguous stride is ``Max(1, s0 // 2)*d``), kept only
+    where :func:`size_bounds` cannot tell which argument wins. Not sympy's own ``Max``: that one
+    tries to compare its arguments symbolically at every construction, which is slow on the
+    nested size expressions of real models."""
+
+    pick = max
+
+    @classmethod
+    def eval(cls, *args):
+        if all(a.is_Integer for a in args):
+            return sympy.Integer(cls.pick(int(a) for a in args))
+        if len(args) == 1:
+            return args[0]
+        bounds = [size_bounds(a) for a in args]
+        # an argument that cannot win: its best is no better than another argument's worst
+        keep = [a for i, a in enumerate(args)
+                if not any(cls._beats(b, bounds[i]) for j, b in enumerate(bounds) if j != i)]  # fmt: skip
+        if len(keep) < len(args):
+            return keep[0] if len(keep) == 1 else cls(*keep)
+        return None
+
+    @classmethod
+    def _beats(cls, a: tuple, b: tuple) -> bool:
+        if cls.pick is max:  # a's lowest >= b's highest
+            return a[0] is not None and b[1] is not None and a[0] >= b[1]
+        return a[1] is not None and b[0] is not None and a[1] <= b[0]
+
+    def _eval_is_integer(self):
+        return all(a.is_integer for a in self.args) or None
+
+
+class Max(_MinMax):
+    """``max`` of size expressions (C++ ``std::max``, Triton ``tl.maximum``, Python ``max``)."""
+
+    pick = max
+
+    def _eval_is_nonnegative(self):
+        return True if any(a.is_nonnegative for a in self.args) else None
+
+
+class Min(_MinMax):
+    """``min`` of size expressions."""
+
+    pick = min
+
+    def _eval_is_nonnegative(self):
+        return True if all(a.is_nonnegative for a in self.args) else None
+
+
+#: the smallest value of a size symbol: sizes 0 and 1 are specialised (see :meth:`SizeVars.check`)
+MIN_SIZE = 2
+
+
+def size_bounds(expr) -> tuple:
+    """``(lowest, highest)`` of an integer size expression over every call the guards admit (each
+    size symbol at least :data:`MIN_SIZE`; an index symbol at least 0), by interval arithmetic;
+    None for a side without a bound. Decides torch's ``Max(1, s0 // 2)`` (``s0 // 2`` is at least
+    1) and a comparison such as ``Min(256, s0) > 256`` (never) without a guard."""
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        return int(expr), int(expr)
+    if expr.is_Symbol:
+        return (MIN_SIZE if expr.is_positive else 0 if expr.is_nonnegative else None), None
+    parts = [size_bounds(a) for a in expr.args]
+    if expr.is_Add:
+        return _sum_side(p[0] for p in parts), _sum_side(p[1] for p in parts)
+    if expr.is_Mul:
+        out = parts[0]
+        for part in parts[1:]:
+            out = _mul_bounds(out, part)
+        return out
+    if expr.is_Pow and expr.exp.is_Integer and expr.exp > 0:
+        out = parts[0]
+        for _ in range(int(expr.exp) - 1):
+            out = _mul_bounds(out, parts[0])
+        return out
+    if isinstance(expr, FloorDiv) and parts[1][0] is not None and parts[1][0] > 0:  # a positive divisor
+        (lo, hi), (dlo, dhi) = parts
+        if lo is not None and 0 < lo < dlo and dlo == dhi and multiple_of(expr.args[0], dlo):
+            lo = dlo  # a positive multiple of the divisor (a padded length): at least one block
+        low = None if lo is None else lo // dlo if lo < 0 else (lo // dhi if dhi is not None else 0)
+        high = None if hi is None else hi // dlo if hi >= 0 else (hi // dhi if dhi is not None else -1)
+        return low, high
+    if isinstance(expr, ModIdx) and parts[1][0] is not None and parts[1][0] > 0:  # Python's sign: [0, m)
+        (lo, hi), (_, dhi) = parts
+        if lo is not None and lo >= 0 and hi is not None and dhi is not None and hi < parts[1][0]:
+            return lo, hi  # already below the divisor
+        return 0, None if dhi is None else dhi - 1
+    if isinstance(expr, _MinMax):
+        pick = expr.pick
+        lows, highs = [p[0] for p in parts], [p[1] for p in parts]
+        if pick is max:
+            return max((v for v in lows if v is not None), default=None), (None if None in highs else max(highs))
+        return (None if None in lows else min(lows)), min((v for v in highs if v is not None), default=None)
+    return None, None
+
+
+def _sum_side(values):
+    total = 0
+    for v in values:
+        if v is None:
+            return None
+        total += v
+    return total
+
+
+def _mul_bounds(a: tuple, b: tuple) -> tuple:
+    """Bounds of a product: exact for a constant factor and for two non-negative factors."""
+    for (clo, chi), other in ((a, b), (b, a)):
+        if clo is not None and clo == chi:  # a constant: scales (and flips when negative)
+            lo, hi = (None if v is None else v * clo for v in other)
+            return (lo, hi) if clo >= 0 else (hi, lo)
+    if a[0] is not None and b[0] is not None and a[0] >= 0 and b[0] >= 0:
+        return a[0] * b[0], None if a[1] is None or b[1] is None else a[1] * b[1]
+    return None, None
+
+
+def decide(relation):
+    """A comparison of size expressions (``Min(256, s0) > 256``) as True/False where
+    :func:`size_bounds` decides it for every admitted size, else None (a guard is needed)."""
+    rel = sympy.sympify(relation)
+    if rel in (sympy.true, sympy.false):
+        return bool(rel)
+    lo, hi = size_bounds(rel.lhs - rel.rhs)
+    known = {
+        ">": (lo is not None and lo > 0, hi is not None and hi <= 0),
+        ">=": (lo is not None and lo >= 0, hi is not None and hi < 0),
+        "<": (hi is not None and hi < 0, lo is not None and lo >= 0),
+        "<=": (hi is not None and hi <= 0, lo is not None and lo > 0),
+        "==": (lo == hi == 0, (lo is not None and lo > 0) or (hi is not None and hi < 0)),
+        "!=": ((lo is not None and lo > 0) or (hi is not None and hi < 0), lo == hi == 0),
+    }[rel.rel_op]
+    return True if known[0] else False if known[1] else None
 
 
 def sym(name: str) -> sympy.Symbol:
@@ -543,6 +704,8 @@ _FROM_TORCH = {
     "ModularIndexing": lambda a, b, c: ModIdx(FloorDiv(a, b), c),
     "PythonMod": lambda a, b: ModIdx(a, b),
     "Mod": lambda a, b: ModIdx(a, b),
+    "Max": lambda *a: Max(*a),
+    "Min": lambda *a: Min(*a),
 }
 
 
@@ -550,7 +713,10 @@ def from_torch(expr):
     """A size expression from torch's ShapeEnv, rewritten with this file's index functions."""
     expr = sympy.sympify(expr)
     for name, make in _FROM_TORCH.items():
-        expr = expr.replace(lambda e, name=name: type(e).__name__ == name, lambda e, make=make: make(*e.args))
+        expr = expr.replace(
+            lambda e, name=name: type(e).__name__ == name and type(e).__module__.startswith("torch"),
+            lambda e, make=make: make(*e.args),
+        )
     return expr
 
 

@@ -34,7 +34,7 @@ import sympy
 from course_lib.inductor.codegen.common import Kernel, Scope, depends_on, pointer_names, simplify_loops  # noqa: F401
 from course_lib.inductor.ir import FLOATING, Const, IndexValue, Load, Op, nodes, walk
 from course_lib.inductor.scheduler import KernelPlan
-from course_lib.inductor.sizevars import FloorDiv, ModIdx, is_static, kernel_vars, prod
+from course_lib.inductor.sizevars import FloorDiv, Max, Min, ModIdx, is_static, kernel_vars, prod
 
 CTYPE = {"float32": "float", "float64": "double", "float16": "uint16_t", "bfloat16": "uint16_t", "int64": "int64_t", "int32": "int32_t", "int16": "int16_t",
          "int8": "int8_t", "uint8": "uint8_t", "bool": "bool"}  # fmt: skip
@@ -211,6 +211,12 @@ def cpp_index(expr, names: dict | None = None) -> str:
         return "*".join(f"({cpp_index(a, names)})" if a.is_Add else cpp_index(a, names) for a in factors)
     if expr.is_Pow and expr.exp.is_Integer and expr.exp > 0:  # s0**2: numel of an [s0, s0] tensor
         return "(" + "*".join([_cpp_operand(expr.base, names)] * int(expr.exp)) + ")"
+    if isinstance(expr, (Max, Min)):  # a size the bounds could not decide (Max(0, 2048 - s0))
+        fn = "std::max" if isinstance(expr, Max) else "std::min"
+        code = cpp_index(expr.args[0], names)
+        for a in expr.args[1:]:
+            code = f"{fn}<int64_t>({code}, {cpp_index(a, names)})"
+        return code
     raise ValueError(f"cannot print index {expr}")
 
 

@@ -41,7 +41,7 @@ from course_lib.inductor.codegen.common import Kernel, Scope, depends_on
 from course_lib.inductor.ir import FLOATING, Const, IndexValue, Load, Op
 from course_lib.inductor.lowering import Unsupported
 from course_lib.inductor.scheduler import Acc, KernelPlan, acc_refs
-from course_lib.inductor.sizevars import FloorDiv, ModIdx, kernel_vars
+from course_lib.inductor.sizevars import FloorDiv, Max, Min, ModIdx, kernel_vars
 
 TL_DTYPE = {"float32": "tl.float32", "float64": "tl.float64", "float16": "tl.float16", "bfloat16": "tl.bfloat16",
             "int64": "tl.int64", "int32": "tl.int32",
@@ -248,6 +248,12 @@ def py_index(expr) -> str:
         return "*".join(py_index(a) for a in sorted(expr.args, key=sympy.default_sort_key))
     if expr.is_Pow and expr.exp.is_Integer and expr.exp > 0:  # s0**2: the numel of an [s0, s0] tensor
         return "(" + "*".join([py_index(expr.base)] * int(expr.exp)) + ")"
+    if isinstance(expr, (Max, Min)):  # a size the bounds could not decide
+        fn = "tl.maximum" if isinstance(expr, Max) else "tl.minimum"
+        code = py_index(expr.args[0])
+        for a in expr.args[1:]:
+            code = f"{fn}({code}, {py_index(a)})"
+        return code
     raise Unsupported(f"cannot print index {expr} for Triton")
 
 

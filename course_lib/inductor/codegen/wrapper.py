@@ -211,7 +211,7 @@ def make_call(source: str, kernels: dict, device, sizevars=None) -> callable:
         "check_guards": guard_checker(sizevars),
         "FloorDiv": lambda a, b: a // b,  # how a size expression with // prints
         "ModIdx": lambda a, b: a % b,
-        "Max": max,  # a clamped size (Max(1, s0 // 2)) prints as sympy writes it
+        "Max": max,  # a size the bounds could not decide (Max(0, 2048 - s0)) prints as sympy writes it
         "Min": min,
         **kernels,
     }
