@@ -281,20 +281,22 @@ def test_cpp_size_expression_of_a_negative_operand_floors_like_python(tmp_path):
     import shutil
     import subprocess
 
-    from course_lib.inductor.codegen.cpp import cpp_index
+    from course_lib.inductor.codegen.cpp import HEADER, cpp_index
     from course_lib.inductor.sizevars import FloorDiv, ModIdx, size_symbol
 
     if shutil.which("g++") is None:
         pytest.skip("no g++")
     s0 = size_symbol("s0")
-    exprs = [s0 + ModIdx(-s0, 128), FloorDiv(-s0, 8), ModIdx(3 - s0, 5), FloorDiv(s0, 4),
+    exprs = [s0 + ModIdx(-s0, 128), FloorDiv(-s0, 8), ModIdx(3 - s0, 5), FloorDiv(s0, 4), FloorDiv(7 - s0, 3),
+             FloorDiv(s0 - ModIdx(s0, 512), 512), FloorDiv(FloorDiv(1 - s0, 2) + 4, 3),
              sizevars.Max(0, 2048 - s0), sizevars.Min(256, s0) + 1]  # fmt: skip
     body = "".join(f'printf("%lld ", (long long)({cpp_index(e)}));' for e in exprs)
     src = tmp_path / "sizes.cpp"
-    src.write_text("#include <cstdio>\n#include <cstdint>\n#include <algorithm>\n"
+    helpers = HEADER[HEADER.index("#ifndef COURSE_PYDIV") : HEADER.index("#ifndef COURSE_HALF")]
+    src.write_text("#include <cstdio>\n#include <cstdint>\n#include <algorithm>\n" + helpers +
                    f"int main(int argc, char** argv) {{ int64_t s0 = atoll(argv[1]); {body} return 0; }}\n")  # fmt: skip
     subprocess.run(["g++", "-include", "cstdlib", "-o", str(tmp_path / "sizes"), str(src)], check=True)
-    for n in (1, 12, 127, 128, 300):
+    for n in (1, 2, 3, 12, 127, 128, 300, 511, 512, 513, 1025):
         got = subprocess.run([str(tmp_path / "sizes"), str(n)], capture_output=True, text=True, check=True).stdout
         assert [int(v) for v in got.split()] == [int(e.subs(s0, n)) for e in exprs], n
 
@@ -342,6 +344,9 @@ def test_max_min_and_comparisons_decided_by_size_bounds():
     # a block length from a padded length: (p // (p // 128)) is 128 (LongT5's blocks); not for p + 1
     assert sizevars.FloorDiv(padded, sizevars.FloorDiv(padded, 128)) == 128
     assert sizevars.FloorDiv(padded + 1, sizevars.FloorDiv(padded + 1, 128)) != 128
+    whole = s0 - sizevars.ModIdx(s0, 512)  # Pegasus-X: a length padded by a block more, over its blocks
+    assert sizevars.FloorDiv(whole + 512, sizevars.FloorDiv(whole, 512) + 1) == 512
+    assert sizevars.FloorDiv(s0, sizevars.FloorDiv(s0, 2)) != 2  # s0 = 3: 3 // 1 is 3
     assert sizevars.FloorDiv(sizevars.FloorDiv(s0, 2), 2) == sizevars.FloorDiv(s0, 4)
     for good in (padded, s0 + sizevars.ModIdx(128 - sizevars.ModIdx(s0, 128), 128), 256 * s0, 128 * s0 + padded):
         assert sizevars.multiple_of(good, 128), good
@@ -349,7 +354,7 @@ def test_max_min_and_comparisons_decided_by_size_bounds():
         assert not sizevars.multiple_of(bad, 128), bad
     for n in range(2, 700):  # the rules against the numbers
         p = n + (-n) % 128
-        assert p // (p // 128) == 128 and (n // 2) // 2 == n // 4
+        assert p // (p // 128) == 128 and (n // 2) // 2 == n // 4 and (n - n % 512 + 512) // (n // 512 + 1) == 512
 
 
 def padded_blocks(x):
@@ -376,3 +381,52 @@ def test_padded_blocks_and_an_undecided_max_compile(codegen):
         assert [tuple(t.shape) for t in got] == [tuple(t.shape) for t in want], n
         _assert_matches(got, want)
     assert [kind for kind, _ in record] == ["compiled"] * len(record) and any(g.dynamic for _, g in record), record
+
+
+class _TruncInt(int):
+    """An int whose ``//`` and ``%`` truncate toward 0, as compiled Triton's (``sdiv``/``srem``) and C's."""
+
+    def __floordiv__(self, other):
+        q = abs(int(self)) // abs(int(other))
+        return _TruncInt(q if (self < 0) == (other < 0) else -q)
+
+    def __mod__(self, other):
+        return _TruncInt(int(self) - int(other) * int(self // other))
+
+    def __rfloordiv__(self, other):
+        return _TruncInt(other) // self
+
+    def __rmod__(self, other):
+        return _TruncInt(other) % self
+
+    def __add__(self, other):
+        return _TruncInt(int(self) + int(other))
+
+    def __mul__(self, other):
+        return _TruncInt(int(self) * int(other))
+
+    def __sub__(self, other):
+        return _TruncInt(int(self) - int(other))
+
+    def __rsub__(self, other):
+        return _TruncInt(int(other) - int(self))
+
+    def __neg__(self):
+        return _TruncInt(-int(self))
+
+    __radd__, __rmul__ = __add__, __mul__
+
+
+def test_triton_size_expressions_floor_like_python_under_truncating_division():
+    """Compiled Triton's integer // and % truncate toward 0; a size expression that may be negative
+    (-ks0 % 128, a padding to a block) prints so that it gives Python's value all the same."""
+    from course_lib.inductor.codegen.triton import py_index
+
+    s0 = sizevars.size_symbol("ks0")
+    F, M = sizevars.FloorDiv, sizevars.ModIdx
+    exprs = [s0 + M(-s0, 128), F(-s0, 8), M(3 - s0, 5), F(7 - s0, 3), F(s0 - M(s0, 512), 512), F(F(1 - s0, 2) + 4, 3)]
+    for e in exprs:
+        code = py_index(e)
+        for n in (2, 3, 7, 12, 127, 128, 300, 511, 512, 513, 1025):
+            assert int(eval(code, {"ks0": _TruncInt(n)})) == int(e.subs(s0, n)), (e, code, n)
+    assert _TruncInt(-7) // 2 == -3 and _TruncInt(-7) % 2 == -1  # the emulation truncates

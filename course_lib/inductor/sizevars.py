@@ -47,10 +47,8 @@ class FloorDiv(sympy.Function):
             return sympy.Integer(int(a) // int(b))
         if isinstance(a, FloorDiv) and a.args[1].is_Integer and b.is_Integer and a.args[1] > 0 and b > 0:
             return FloorDiv(a.args[0], a.args[1] * b)  # (x // 2) // 2 is x // 4 (torch writes the latter)
-        if isinstance(b, FloorDiv) and b.args[0] == a and b.args[1].is_Integer and b.args[1] > 0:
-            c = b.args[1]  # a block length from a padded length: (p // (p // 128)) is 128 when p is a
-            if multiple_of(a, int(c)) and a.is_positive:  # positive multiple of 128 (LongT5, Pegasus-X)
-                return c
+        if not b.is_Integer and b.has(FloorDiv):
+            return _exact_quotient(a, b)
         return None
 
     def _eval_is_integer(self):
@@ -59,6 +57,27 @@ class FloorDiv(sympy.Function):
     def _eval_is_nonnegative(self):
         a, b = self.args
         return True if a.is_nonnegative and b.is_positive else None
+
+
+def _exact_quotient(a, b):
+    """``c`` where ``a == c*b`` exactly for an int ``c`` among ``b``'s divisors: a padded length over
+    its block count is the block length (LongT5: ``p // (p // 128)``, Pegasus-X:
+    ``(s0 - s0 % 512 + 512) // (s0 // 512 + 1)``, both 512 or 128 at every size). Writing
+    ``c*(y // c)`` as ``y - y % c``, what is left of ``a - c*b`` must be remainders ``y % c`` of
+    multiples of ``c``, which are 0. None otherwise."""
+    lo, _ = size_bounds(a)
+    if lo is None or lo < 1:  # a >= 1 and a == c*b: b is positive too
+        return None
+    for c in sorted({int(f.args[1]) for f in b.atoms(FloorDiv) if f.args[1].is_Integer and f.args[1] > 0}):
+        times = sympy.expand(c * b).replace(
+            lambda e, c=c: isinstance(e, FloorDiv) and e.args[1] == c,
+            lambda e, c=c: (e.args[0] - ModIdx(e.args[0], c)) / c,
+        )
+        rest = sympy.expand(a - sympy.expand(times))
+        if all(isinstance(t, ModIdx) and t.args[1] == c and multiple_of(t.args[0], c)
+               for t in (u.as_coeff_Mul()[1] for u in sympy.Add.make_args(rest)) if t != 0):  # fmt: skip
+            return sympy.Integer(c)
+    return None
 
 
 def multiple_of(expr, c: int) -> bool:
@@ -166,7 +185,15 @@ def size_bounds(expr) -> tuple:
         return (MIN_SIZE if expr.is_positive else 0 if expr.is_nonnegative else None), None
     parts = [size_bounds(a) for a in expr.args]
     if expr.is_Add:
-        return _sum_side(p[0] for p in parts), _sum_side(p[1] for p in parts)
+        lo, hi = _sum_side(p[0] for p in parts), _sum_side(p[1] for p in parts)
+        for t in expr.args:  # x - x % c is c*(x // c): at least 0 for x >= 0, where the terms say -c + 1
+            if isinstance(-t, ModIdx) and (-t).args[1].is_Integer and (-t).args[1] > 0:
+                y, c = (-t).args
+                whole, rest = size_bounds(c * FloorDiv(y, c)), size_bounds(sympy.expand(expr - t - y))
+                alt = _sum_side((whole[0], rest[0])), _sum_side((whole[1], rest[1]))
+                lo = alt[0] if lo is None or (alt[0] is not None and alt[0] > lo) else lo
+                hi = alt[1] if hi is None or (alt[1] is not None and alt[1] < hi) else hi
+        return lo, hi
     if expr.is_Mul:
         out = parts[0]
         for part in parts[1:]:
@@ -196,6 +223,14 @@ def size_bounds(expr) -> tuple:
             return max((v for v in lows if v is not None), default=None), (None if None in highs else max(highs))
         return (None if None in lows else min(lows)), min((v for v in highs if v is not None), default=None)
     return None, None
+
+
+def nonnegative(expr) -> bool:
+    """Provably at least 0 at every admitted size (sympy's assumptions, then :func:`size_bounds`)."""
+    if sympy.sympify(expr).is_nonnegative:
+        return True
+    lo = size_bounds(expr)[0]
+    return lo is not None and lo >= 0
 
 
 def _sum_side(values):

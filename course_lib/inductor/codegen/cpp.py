@@ -34,7 +34,7 @@ import sympy
 from course_lib.inductor.codegen.common import Kernel, Scope, depends_on, pointer_names, simplify_loops  # noqa: F401
 from course_lib.inductor.ir import FLOATING, Const, IndexValue, Load, Op, nodes, walk
 from course_lib.inductor.scheduler import KernelPlan
-from course_lib.inductor.sizevars import FloorDiv, Max, Min, ModIdx, is_static, kernel_vars, prod
+from course_lib.inductor.sizevars import FloorDiv, Max, Min, ModIdx, is_static, kernel_vars, nonnegative, prod
 
 CTYPE = {"float32": "float", "float64": "double", "float16": "uint16_t", "bfloat16": "uint16_t", "int64": "int64_t", "int32": "int32_t", "int16": "int16_t",
          "int8": "int8_t", "uint8": "uint8_t", "bool": "bool"}  # fmt: skip
@@ -82,6 +82,20 @@ HEADER = """#include <cmath>
 // a NaN kept a NaN (c10::BFloat16's round_to_nearest_even). float16 follows F. Giesen's conversions
 // (half_to_float, float_to_half_fast3_rtne), as c10::Half does. (Guarded: the source repeats this
 // header after the precompiled copy was included.)
+// Python's // and % of a size expression that may be negative (-s0 % 128, a padding to a block):
+// C's / and % truncate toward 0, Python's floor. Functions rather than inline conditionals, so that
+// a nested size expression prints once (Pegasus-X's indices had grown to 245 MB of C++).
+#ifndef COURSE_PYDIV
+#define COURSE_PYDIV
+static inline int64_t course_floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static inline int64_t course_mod(int64_t a, int64_t b) {
+  int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+#endif
 #ifndef COURSE_HALF
 #define COURSE_HALF
 static inline float course_bits_to_float(uint32_t u) {
@@ -197,12 +211,11 @@ def cpp_index(expr, names: dict | None = None) -> str:
         return names.get(expr.name, expr.name)
     if isinstance(expr, (FloorDiv, ModIdx)):  # a divisor such as 4*ks0 in parentheses: x / 4*ks0 is (x / 4)*ks0
         a, b = cpp_index(expr.args[0], names), _cpp_operand(expr.args[1], names)
-        if expr.args[0].is_nonnegative:  # an index: C's truncating / and % are Python's // and %
+        if nonnegative(expr.args[0]):
+            # an index, or a size such as s0 - s0 % 512: C's truncating / and % are Python's // and %
             return f"(({a}) {'/' if isinstance(expr, FloorDiv) else '%'} {b})"
         # a size expression that may be negative (-s0 % 128, a padding): C truncates toward 0, Python floors
-        if isinstance(expr, ModIdx):
-            return f"(((({a}) % {b}) + {b}) % {b})"
-        return f"(({a}) >= 0 ? ({a}) / {b} : -((-({a}) + {b} - 1) / {b}))"
+        return f"{'course_floordiv' if isinstance(expr, FloorDiv) else 'course_mod'}({a}, {b})"
     if expr.is_Add:
         terms = sorted(expr.args, key=lambda a: (a.is_Integer, sympy.default_sort_key(a)))
         return " + ".join(cpp_index(a, names) for a in terms)

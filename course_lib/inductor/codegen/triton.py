@@ -41,7 +41,7 @@ from course_lib.inductor.codegen.common import Kernel, Scope, depends_on
 from course_lib.inductor.ir import FLOATING, Const, IndexValue, Load, Op
 from course_lib.inductor.lowering import Unsupported
 from course_lib.inductor.scheduler import Acc, KernelPlan, acc_refs
-from course_lib.inductor.sizevars import FloorDiv, Max, Min, ModIdx, kernel_vars
+from course_lib.inductor.sizevars import FloorDiv, Max, Min, ModIdx, kernel_vars, nonnegative
 
 TL_DTYPE = {"float32": "tl.float32", "float64": "tl.float64", "float16": "tl.float16", "bfloat16": "tl.bfloat16",
             "int64": "tl.int64", "int32": "tl.int32",
@@ -238,10 +238,15 @@ def py_index(expr) -> str:
         return str(int(expr))
     if expr.is_Symbol:
         return expr.name
-    if isinstance(expr, FloorDiv):  # a divisor such as 4*ks0 in parentheses: x // 4*ks0 is (x // 4)*ks0
-        return f"(({py_index(expr.args[0])}) // ({py_index(expr.args[1])}))"
-    if isinstance(expr, ModIdx):
-        return f"(({py_index(expr.args[0])}) % ({py_index(expr.args[1])}))"
+    if isinstance(expr, (FloorDiv, ModIdx)):  # a divisor such as 4*ks0 in parentheses: x // 4*ks0 is (x // 4)*ks0
+        a, b = py_index(expr.args[0]), py_index(expr.args[1])
+        if nonnegative(expr.args[0]):
+            return f"(({a}) {'//' if isinstance(expr, FloorDiv) else '%'} ({b}))"
+        # a size that may be negative (-ks0 % 128): compiled Triton's // and % truncate toward 0 (C's
+        # sdiv/srem), Python floors. ((a % b) + b) % b is the floor remainder either way, and
+        # subtracting it first makes the division exact
+        mod = f"(((({a}) % ({b})) + ({b})) % ({b}))"
+        return mod if isinstance(expr, ModIdx) else f"((({a}) - {mod}) // ({b}))"
     if expr.is_Add:
         return "(" + " + ".join(py_index(a) for a in sorted(expr.args, key=sympy.default_sort_key)) + ")"
     if expr.is_Mul:
