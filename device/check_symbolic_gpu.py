@@ -1,8 +1,8 @@
 """Graphs with size symbols through the course's Triton path on a GPU, against eager.
 
-Usage (device machine, repo root): ``python device/check_symbolic_gpu.py``. Compiled Triton's
-integer ``//`` and ``%`` truncate toward 0 where the CPU interpreter floors, so a size expression
-with a negative operand (``-s0 % 4``, a padding to a block) is checked here on the real compiler.
+Usage (device machine, repo root): ``python device/check_symbolic_gpu.py``. The Triton path compiles
+one version of a symbolic graph per size it meets (``SpecializingGraph``); this runs those versions,
+padded blocks and an undecided ``Max`` among them, through the real compiler at six lengths.
 One JSON line per function and length.
 """
 
