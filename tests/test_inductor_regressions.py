@@ -254,3 +254,20 @@ def test_derivative_rules_for_a_long_cumsum_and_scalar_adds(monkeypatch):
     ref.backward()
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-3)
     torch.testing.assert_close(x.grad, x_eager.grad, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: a copy between two devices")
+def test_a_cpu_attribute_moved_to_the_gpu_is_a_copy():
+    """VideoMAE keeps its sinusoid table as a plain attribute (left on the CPU by model.to("cuda"))
+    and moves it in forward: the course read the CPU tensor from a Triton kernel."""
+    import course_lib.inductor as ind
+
+    table = torch.randn(8, 4)
+
+    def f(x):
+        return (x + table.to(x.device) * 2,)
+
+    torch._dynamo.reset()
+    x = torch.randn(8, 4, device="cuda")
+    got = torch.compile(f, backend=lambda gm, ex: ind.compile_fx(gm, ex, codegen="triton"))(x)
+    torch.testing.assert_close(got[0], f(x)[0])

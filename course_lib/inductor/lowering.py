@@ -1185,7 +1185,7 @@ LOWERINGS.update({
     "aten.pow.Tensor_Scalar": lower_pow,
     "prims.fma.default": make_pointwise("fma"),
     "prims.convert_element_type.default": lower_convert,
-    "aten._to_copy.default": lambda ctx, node, x, dtype=None, **kw: lower_convert(ctx, node, x, dtype or node.meta["val"].dtype),
+    "aten._to_copy.default": lambda ctx, node, x, **kw: lower_to_copy(ctx, node, x, **kw),
     "aten.clone.default": lower_clone,
     "aten.full.default": lower_full,
     "aten.scalar_tensor.default": lower_scalar_tensor,
@@ -1215,6 +1215,17 @@ LOWERINGS.update({
     "aten.mean.default": lower_mean,
     "aten.var_mean.correction": lower_var_mean,
 })  # fmt: skip
+
+
+def lower_to_copy(ctx, node, x, dtype=None, **kw):
+    """``x.to(dtype)`` is a conversion in the kernel; ``x.to("cuda")`` of a tensor that lives on
+    another device is ATen's copy, from the wrapper. (VideoMAE and Whisper keep their sinusoid
+    tables as plain attributes, which ``model.to("cuda")`` leaves on the CPU; the forward moves
+    them. Read by a Triton kernel in place, the CPU pointer was refused.)"""
+    src, dst = getattr(node.args[0], "meta", {}).get("val"), node.meta.get("val")
+    if getattr(src, "device", None) is not None and getattr(dst, "device", None) not in (None, src.device):
+        return ctx.extern(node, (x,), {"dtype": dtype, **kw})
+    return lower_convert(ctx, node, x, dtype or dst.dtype)
 
 
 def _swap(nd, a, b):
