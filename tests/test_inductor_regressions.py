@@ -260,8 +260,6 @@ def test_derivative_rules_for_a_long_cumsum_and_scalar_adds(monkeypatch):
 def test_a_cpu_attribute_moved_to_the_gpu_is_a_copy():
     """VideoMAE keeps its sinusoid table as a plain attribute (left on the CPU by model.to("cuda"))
     and moves it in forward: the course read the CPU tensor from a Triton kernel."""
-    import course_lib.inductor as ind
-
     table = torch.randn(8, 4)
 
     def f(x):
