@@ -85,6 +85,17 @@ def test_a_size_symbol_is_left_alone():
     assert simplify_index(ModIdx(s0 * X0 + X1, 4), {X0: 3, X1: 4}) == ModIdx(s0 * X0 + X1, 4)
 
 
+def test_digits_joined_under_a_size_modulus():
+    """``c (x % m) + c m ((x // m) % s0)`` is ``c (x % (m s0))`` for a size ``s0`` too (T5Gemma at a
+    second length: the join asked int() of ``s0`` and the graph ran in eager)."""
+    x, s0 = sym("x0"), sizevars.size_symbol("s0")
+    expr = 3 * ModIdx(x, 4) + 12 * ModIdx(FloorDiv(x, 4), s0)
+    got = simplify_index(expr, {x: 20 * s0})
+    assert got == 3 * ModIdx(x, 4 * s0)
+    for xv, n in itertools.product(range(0, 300, 7), (2, 3, 7)):
+        assert got.subs({x: xv, s0: n}) == expr.subs({x: xv, s0: n}), (xv, n)
+
+
 def test_relative_shift_compiles_to_short_indices():
     """Funnel's relative-position attention shifts its positional scores with reshape, slice,
     reshape, slice, and the softmax kernel recomputes them through those views. Unsimplified, that

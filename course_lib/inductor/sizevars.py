@@ -533,12 +533,14 @@ def _join(expr, ranges: dict):
                 joined = _terms(c * x)
             else:
                 pair = next(
-                    (h for h in coeffs if isinstance(h, ModIdx) and h.args[0] == high and coeffs[h] == c * m), None
-                )
+                    (h for h in coeffs if isinstance(h, ModIdx) and h.args[0] == high and coeffs[h] == c * m
+                     and h.args[1].is_positive),  # a static or a size modulus (T5Gemma: s0)
+                    None,
+                )  # fmt: skip
                 if pair is None:
                     continue
                 del coeffs[atom], coeffs[pair]
-                joined = _terms(c * _mod(x, m * int(pair.args[1]), ranges))
+                joined = _terms(c * _mod(x, m * pair.args[1], ranges))
             if joined is None:
                 return expr
             for a2, c2 in joined[0].items():
