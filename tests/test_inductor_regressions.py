@@ -269,3 +269,17 @@ def test_a_cpu_attribute_moved_to_the_gpu_is_a_copy():
     x = torch.randn(8, 4, device="cuda")
     got = torch.compile(f, backend=lambda gm, ex: ind.compile_fx(gm, ex, codegen="triton"))(x)
     torch.testing.assert_close(got[0], f(x)[0])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: a CPU scalar tensor beside GPU tensors")
+def test_a_cpu_scalar_tensor_in_a_gpu_graph():
+    """Eager takes a 0-dim CPU tensor beside CUDA tensors as a scalar (Whisper's decoder hands one to
+    its graph); a Triton kernel was handed its CPU pointer. The wrapper moves it to the graph's device."""
+
+    def f(x, s):
+        return (x * s.double().float() + 1,)
+
+    torch._dynamo.reset()
+    x, s = torch.randn(8, 4, device="cuda"), torch.tensor(0.5)
+    got = torch.compile(f, backend=lambda gm, ex: ind.compile_fx(gm, ex, codegen="triton"))(x, s)
+    torch.testing.assert_close(got[0], f(x, s)[0])

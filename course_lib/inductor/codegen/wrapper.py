@@ -80,7 +80,8 @@ def wrapper_source(sched: Schedule, call_names: dict[str, str], pointer_args: bo
             if name in g.scalar_inputs:  # a size symbol or Python scalar: no buffer, no layout
                 continue
             b = g.buffer(name)
-            if _at_most_one_element(b.shape):  # any layout of one element is it
+            if _at_most_one_element(b.shape):  # any layout of one element is it; a CPU scalar tensor
+                lines.append(f"    {name} = on_device({name})")  # beside GPU tensors (eager allows it) moves
                 continue
             lines.append(f"    {name} = restride({name}, {tuple(b.shape)}, {tuple(b.stride)})")
     reuse_sources = {v[1] for v in sched.plan.values() if v[0] == "reuse"}
@@ -203,6 +204,9 @@ def make_call(source: str, kernels: dict, device, sizevars=None) -> callable:
         "prims": torch.ops.prims,
         "empty_strided": compat.inductor_empty_strided(device),  # (size, stride, dtype) on ``device``
         "restride": restride,
+        # a one-element input on another device (Whisper's 0-dim CPU tensor in a CUDA graph): the kernels
+        # read it on theirs. Eager's ops take a 0-dim CPU tensor as a scalar; a kernel cannot read CPU memory
+        "on_device": lambda t: t if t.device == device else t.to(device),
         "reinterpret": reinterpret,
         "reinterpret_tensor": compat.inductor_reinterpret_tensor(),
         "device": device,
