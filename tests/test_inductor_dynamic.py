@@ -263,12 +263,18 @@ def test_slice_bounds_clamped_against_a_symbolic_dim(codegen):
         # a step of 2 (torch's size is FloorDiv(s0, 2))
         return (y[:, -1023:] * 2, y[:, :1000] + 1, y[:, 2:-1] - 1, y[:, -n:] * 3, table[: 2048 - n] + 1, y[:, 0:-1:2])
 
+    _matches_at_lengths(window, codegen, (8, 12, 5, 1030, 1040))
+
+
+def _matches_at_lengths(fn, codegen, lengths):
+    """``fn`` of a ``[2, n, 3]`` input through real Dynamo at each length ``n``: same shapes and values
+    as eager, every graph compiled by the course, one of them with a size symbol."""
     torch._dynamo.reset()
     record = []
-    compiled = torch.compile(window, backend=lambda gm, ex: ind.compile_fx(gm, ex, codegen=codegen, record=record))
-    for n in (8, 12, 5, 1030, 1040):
+    compiled = torch.compile(fn, backend=lambda gm, ex: ind.compile_fx(gm, ex, codegen=codegen, record=record))
+    for n in lengths:
         x = torch.randn(2, n, 3)
-        got, want = compiled(x), window(x)
+        got, want = compiled(x), fn(x)
         assert [tuple(t.shape) for t in got] == [tuple(t.shape) for t in want], n
         _assert_matches(got, want)
     assert [kind for kind, _ in record] == ["compiled"] * len(record) and any(g.dynamic for _, g in record), record
@@ -370,17 +376,7 @@ def padded_blocks(x):
 
 @pytest.mark.parametrize("codegen", ["cpp", "triton"])
 def test_padded_blocks_and_an_undecided_max_compile(codegen):
-    torch._dynamo.reset()
-    record = []
-    compiled = torch.compile(
-        padded_blocks, backend=lambda gm, ex: ind.compile_fx(gm, ex, codegen=codegen, record=record)
-    )
-    for n in (8, 13, 5, 30, 7):
-        x = torch.randn(2, n, 3)
-        got, want = compiled(x), padded_blocks(x)
-        assert [tuple(t.shape) for t in got] == [tuple(t.shape) for t in want], n
-        _assert_matches(got, want)
-    assert [kind for kind, _ in record] == ["compiled"] * len(record) and any(g.dynamic for _, g in record), record
+    _matches_at_lengths(padded_blocks, codegen, (8, 13, 5, 30, 7))
 
 
 class _TruncInt(int):
