@@ -177,7 +177,7 @@ def size_bounds(expr) -> tuple:
     """``(lowest, highest)`` of an integer size expression over every call the guards admit (each
     size symbol at least :data:`MIN_SIZE`; an index symbol at least 0), by interval arithmetic;
     None for a side without a bound. Decides torch's ``Max(1, s0 // 2)`` (``s0 // 2`` is at least
-    1) and a comparison such as ``Min(256, s0) > 256`` (never) without a guard."""
+    1) and which sizes print with C's plain ``/`` and ``%`` (:func:`nonnegative`)."""
     expr = sympy.sympify(expr)
     if expr.is_Integer:
         return int(expr), int(expr)
@@ -251,24 +251,6 @@ def _mul_bounds(a: tuple, b: tuple) -> tuple:
     if a[0] is not None and b[0] is not None and a[0] >= 0 and b[0] >= 0:
         return a[0] * b[0], None if a[1] is None or b[1] is None else a[1] * b[1]
     return None, None
-
-
-def decide(relation):
-    """A comparison of size expressions (``Min(256, s0) > 256``) as True/False where
-    :func:`size_bounds` decides it for every admitted size, else None (a guard is needed)."""
-    rel = sympy.sympify(relation)
-    if rel in (sympy.true, sympy.false):
-        return bool(rel)
-    lo, hi = size_bounds(rel.lhs - rel.rhs)
-    known = {
-        ">": (lo is not None and lo > 0, hi is not None and hi <= 0),
-        ">=": (lo is not None and lo >= 0, hi is not None and hi < 0),
-        "<": (hi is not None and hi < 0, lo is not None and lo >= 0),
-        "<=": (hi is not None and hi <= 0, lo is not None and lo > 0),
-        "==": (lo == hi == 0, (lo is not None and lo > 0) or (hi is not None and hi < 0)),
-        "!=": ((lo is not None and lo > 0) or (hi is not None and hi < 0), lo == hi == 0),
-    }[rel.rel_op]
-    return True if known[0] else False if known[1] else None
 
 
 def sym(name: str) -> sympy.Symbol:
