@@ -1219,9 +1219,9 @@ LOWERINGS.update({
 
 def lower_to_copy(ctx, node, x, dtype=None, **kw):
     """``x.to(dtype)`` is a conversion in the kernel; ``x.to("cuda")`` of a tensor that lives on
-    another device is ATen's copy, from the wrapper. (VideoMAE and Whisper keep their sinusoid
-    tables as plain attributes, which ``model.to("cuda")`` leaves on the CPU; the forward moves
-    them. Read by a Triton kernel in place, the CPU pointer was refused.)"""
+    another device is ATen's copy, from the wrapper. (VideoMAE keeps its sinusoid table as a plain
+    attribute, which ``model.to("cuda")`` leaves on the CPU; its forward moves it. Read by a Triton
+    kernel in place, the CPU pointer was refused.)"""
     src, dst = getattr(node.args[0], "meta", {}).get("val"), node.meta.get("val")
     if getattr(src, "device", None) is not None and getattr(dst, "device", None) not in (None, src.device):
         return ctx.extern(node, (x,), {"dtype": dtype, **kw})
