@@ -26,6 +26,7 @@ where those bounds cannot decide them, no ``CeilDiv``, and index simplification 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -728,6 +729,7 @@ _FROM_TORCH = {
 }
 
 
+@functools.lru_cache(maxsize=4096)  # every node's shape goes through here, most of them the same few sizes
 def from_torch(expr):
     """A size expression from torch's ShapeEnv, rewritten with this file's index functions."""
     expr = sympy.sympify(expr)
