@@ -8,6 +8,8 @@ check lowering and every fusion rung against eager on hundreds of random graphs 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import sympy
 
@@ -51,11 +53,7 @@ def eval_index(expr, env: dict):
     if isinstance(expr, ModIdx):
         return np.mod(a[0], a[1])
     if isinstance(expr, (Max, Min)):
-        fn = np.maximum if isinstance(expr, Max) else np.minimum
-        out = a[0]
-        for x in a[1:]:
-            out = fn(out, x)
-        return out
+        return functools.reduce(np.maximum if isinstance(expr, Max) else np.minimum, a)
     if expr.is_Add:
         return sum(a[1:], a[0])
     if expr.is_Mul:

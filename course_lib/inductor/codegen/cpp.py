@@ -26,6 +26,7 @@ level); values that do not depend on the inner loop are hoisted above it.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import subprocess
 
@@ -75,13 +76,6 @@ HEADER = """#include <cmath>
 #include <algorithm>
 #include <limits>
 
-// Half-precision floats are kept as their 16 bits (uint16_t) and converted by the functions below,
-// written branch-free on plain integers so that the loops around them vectorise: GCC 12 has no
-// arithmetic __bf16 (13 does), and its _Float16 converts through a library call per element.
-// bfloat16 is the top half of a float32: widened by a shift, narrowed rounding to nearest even with
-// a NaN kept a NaN (c10::BFloat16's round_to_nearest_even). float16 follows F. Giesen's conversions
-// (half_to_float, float_to_half_fast3_rtne), as c10::Half does. (Guarded: the source repeats this
-// header after the precompiled copy was included.)
 // Python's // and % of a size expression that may be negative (-s0 % 128, a padding to a block):
 // C's / and % truncate toward 0, Python's floor. Functions rather than inline conditionals, so that
 // a nested size expression prints once (Pegasus-X's indices had grown to 245 MB of C++).
@@ -96,6 +90,13 @@ static inline int64_t course_mod(int64_t a, int64_t b) {
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 #endif
+// Half-precision floats are kept as their 16 bits (uint16_t) and converted by the functions below,
+// written branch-free on plain integers so that the loops around them vectorise: GCC 12 has no
+// arithmetic __bf16 (13 does), and its _Float16 converts through a library call per element.
+// bfloat16 is the top half of a float32: widened by a shift, narrowed rounding to nearest even with
+// a NaN kept a NaN (c10::BFloat16's round_to_nearest_even). float16 follows F. Giesen's conversions
+// (half_to_float, float_to_half_fast3_rtne), as c10::Half does. (Guarded: the source repeats this
+// header after the precompiled copy was included.)
 #ifndef COURSE_HALF
 #define COURSE_HALF
 static inline float course_bits_to_float(uint32_t u) {
@@ -226,10 +227,7 @@ def cpp_index(expr, names: dict | None = None) -> str:
         return "(" + "*".join([_cpp_operand(expr.base, names)] * int(expr.exp)) + ")"
     if isinstance(expr, (Max, Min)):  # a size the bounds could not decide (Max(0, 2048 - s0))
         fn = "std::max" if isinstance(expr, Max) else "std::min"
-        code = cpp_index(expr.args[0], names)
-        for a in expr.args[1:]:
-            code = f"{fn}<int64_t>({code}, {cpp_index(a, names)})"
-        return code
+        return functools.reduce(lambda x, y: f"{fn}<int64_t>({x}, {y})", (cpp_index(a, names) for a in expr.args))
     raise ValueError(f"cannot print index {expr}")
 
 

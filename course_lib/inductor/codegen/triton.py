@@ -29,6 +29,7 @@ on a GPU the same source compiles natively.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import math
 import os
@@ -255,10 +256,7 @@ def py_index(expr) -> str:
         return "(" + "*".join([py_index(expr.base)] * int(expr.exp)) + ")"
     if isinstance(expr, (Max, Min)):  # a size the bounds could not decide
         fn = "tl.maximum" if isinstance(expr, Max) else "tl.minimum"
-        code = py_index(expr.args[0])
-        for a in expr.args[1:]:
-            code = f"{fn}({code}, {py_index(a)})"
-        return code
+        return functools.reduce(lambda x, y: f"{fn}({x}, {y})", map(py_index, expr.args))
     raise Unsupported(f"cannot print index {expr} for Triton")
 
 
