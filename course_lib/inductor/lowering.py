@@ -301,8 +301,8 @@ class Lowering:
             raise Unsupported(f"output {v} is not a tensor")
         meta = v.meta.get("val") if self.keep_output_strides else None
         want = tuple(self.size(s) for s in meta.stride()) if meta is not None and hasattr(meta, "stride") else ()
-        # the strides the graph's consumer was traced with; one in torch's own functions (a contiguous
-        # stride Max(1, s0 - 3)) has no printed form here, and that output keeps the course's layout
+        # the strides the graph's consumer was traced with; a stride with a function the code
+        # generators do not print (see _index_functions_only) leaves that output in the course's layout
         if want and all(is_static(w) or _index_functions_only(w) for w in want):
             val = self.require_strides(val, want, origin=f"output {v.name}")
         arg = self.realize(val, origin=f"output {v.name}")
