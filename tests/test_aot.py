@@ -500,6 +500,66 @@ def test_aot_function_updates_running_stats_like_eager():
     torch.testing.assert_close((rm, rv), (ref_m, ref_v))
 
 
+def _write_column(y):
+    y[:, 0] = 5.0
+    return y.sum(1)
+
+
+def _scale_in_place(y):
+    y.mul_(3.0)
+    return y[0].clone()
+
+
+def _sin_in_place(y):  # backward needs the old y: cos(old y)
+    y.sin_()
+    return y.sum(0)
+
+
+def _add_in_place(y, w):
+    y.add_(w)
+    return y.exp()
+
+
+@pytest.mark.parametrize("fn", [_write_column, _scale_in_place, _sin_in_place, _add_in_place])
+@pytest.mark.parametrize("how", ["aot_function", "dynamo"])
+def test_an_activation_written_in_place_trains_like_eager(fn, how):
+    """A graph input that requires grad and is no leaf (an activation), written in place: in eager
+    the write joins its history, so a later use sends no gradient to column 0 (``y[:, 0] = 5``) and
+    3x the gradient through ``mul_(3)``. The course's updated value takes a tangent and the copy back
+    is recorded by autograd; a saved input the copy overwrites is saved as a copy (``sin_``, where
+    torch's own AOT Autograd fails the version check)."""
+    import course_lib.inductor  # noqa: F401  (registers the "course_lib" backend)
+
+    n_args = 2 if fn is _add_in_place else 1
+    for seed in range(5):
+        grads = []
+        for compiled in (False, True):
+            torch.manual_seed(seed)
+            a, *rest = [torch.randn(4, 3, dtype=torch.float64, requires_grad=True) for _ in range(n_args)]
+            y = a * 2  # no leaf
+            if compiled and how == "dynamo":
+                torch._dynamo.reset()
+                run = torch.compile(fn, backend="course_lib")
+            elif compiled:
+                run = aot.aot_function(fn)
+            else:
+                run = fn
+            out = run(y, *rest)
+            loss = (y * y).sum() + out.sum()
+            loss.backward()
+            grads.append([a.grad, *(r.grad for r in rest)])
+        torch.testing.assert_close(grads[1], grads[0], rtol=1e-10, atol=1e-10)
+
+
+def test_running_stats_written_in_place_take_no_tangent():
+    """A buffer written in place (a running mean) is copied back outside autograd: it takes no
+    tangent, and the compiled function's joint graph has one tangent, the output's."""
+    x, w = torch.randn(4, 3, 5, 5, requires_grad=True), torch.ones(3, requires_grad=True)
+    joint = aot.joint_graph(lambda x, w, rm, rv: F.batch_norm(x, rm, rv, w, None, training=True),
+                            x, w, torch.zeros(3), torch.ones(3))  # fmt: skip
+    assert joint.mutated == [2, 3] and joint.grad_mutated == [] and len(joint.tangents) == 1
+
+
 def _standardised_conv(x, w):
     """BiT's weight-standardised convolution: batch norm with no running statistics over the
     weight, viewed as a batch of one with the output channels as channels."""

@@ -15,7 +15,7 @@ course_lib.fx's generated Python code (torch's default is also "run the graph as
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import torch
@@ -57,18 +57,22 @@ def aot_compile(fn, args, fw_compiler=None, bw_compiler=None, method: str = "def
     n_user = joint.num_user_outputs
     constant = [i for i, d in enumerate(joint.differentiable_outputs) if not d]  # no input in wrt reaches them
     tangent_like = [n.meta.get("val") for n in joint.tangents]
+    # updated inputs: a running mean's value is never differentiated; an activation's (grad_mutated) is
+    written = [n_user + k for k, i in enumerate(joint.mutated) if i in joint.grad_mutated]
+    untracked = [n_user + k for k, i in enumerate(joint.mutated) if i not in joint.grad_mutated]
+    stale = _saved_before_write(part, n_out, joint.mutated)
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *inputs):
             results = fw(*inputs)
             outs, saved = results[:n_out], results[n_out:]
-            ctx.save_for_backward(*saved)
+            ctx.save_for_backward(*(s.clone() if k in stale else s for k, s in enumerate(saved)))
             # An output nobody differentiated (the updated running statistics, an unused pooler output)
             # reaches backward as None, not as a tensor of zeros the engine would allocate and fill
             # for it (one fill kernel each on a GPU); backward makes zeros only where the graph reads them.
             ctx.set_materialize_grads(False)
-            ctx.mark_non_differentiable(*outs[n_user:])  # updated inputs: copied back, never differentiated
+            ctx.mark_non_differentiable(*(outs[j] for j in untracked))  # copied back outside autograd
             ctx.mark_non_differentiable(*(outs[i] for i in constant))
             if not wrt:  # no input reaches an output through floats (an argmax): nothing is, as in torch
                 ctx.mark_non_differentiable(*outs)
@@ -82,7 +86,8 @@ def aot_compile(fn, args, fw_compiler=None, bw_compiler=None, method: str = "def
             # makes its tangents contiguous too.
             tangents = [g.contiguous() if g is not None else torch.zeros(tuple(like.shape), dtype=like.dtype,
                                                                          device=getattr(like, "device", None) or g_device(ctx))
-                        for g, like in zip(grad_outputs[:n_user], tangent_like)]  # fmt: skip
+                        for g, like in zip([*grad_outputs[:n_user], *(grad_outputs[j] for j in written)],
+                                           tangent_like)]  # fmt: skip
             grads = bw(*ctx.saved_tensors, *tangents)
             full: list[Any] = [None] * n_args
             for i, g in zip(wrt, grads):
@@ -91,8 +96,19 @@ def aot_compile(fn, args, fw_compiler=None, bw_compiler=None, method: str = "def
 
     CompiledFunction.joint, CompiledFunction.partition = joint, part
     apply = compat.autograd_function_apply(CompiledFunction)  # CompiledFunction.apply, less per-call Python
-    CompiledFunction.run = staticmethod(runtime_wrapper(apply, n_user, joint.mutated))
+    CompiledFunction.run = staticmethod(runtime_wrapper(apply, n_user, joint.mutated, joint.grad_mutated))
     return CompiledFunction
+
+
+def _saved_before_write(part, n_out: int, mutated: list[int]) -> set[int]:
+    """Positions among the saved tensors of inputs the epilogue writes: backward needs their old
+    values (``y.sin_()``: cos of the old y), and the copy back would overwrite them, so the forward
+    saves a copy. (torch's AOT Autograd saves the input itself; its backward then fails autograd's
+    version check, "modified by an inplace operation".)"""
+    placeholders = [n for n in part.forward.nodes if n.op == "placeholder"]
+    written = {placeholders[i] for i in mutated}
+    saved = list(part.forward.output_node().args[0])[n_out:]
+    return {k for k, n in enumerate(saved) if n in written}
 
 
 def g_device(ctx):
@@ -100,9 +116,15 @@ def g_device(ctx):
     return saved[0].device if saved else None
 
 
-def runtime_wrapper(apply, n_user: int, mutated: list[int]):
+def runtime_wrapper(apply, n_user: int, mutated: list[int], tracked: Collection[int] = ()):
     """``run(*args)``: ``apply(*args)``, then the mutation epilogue: copy updated inputs back (torch's
     ``runtime_wrappers.py`` does the same after the compiled forward). Returns the function's own outputs.
+
+    The copies run outside autograd, except into an input of ``tracked`` that requires grad and is
+    no leaf (an activation that ``y[:, 0] = 5`` wrote): autograd records that ``copy_``, as it records
+    torch's epilogue, so a later use of the input sends its gradient through the compiled function's
+    updated value (zero at column 0), not straight to the input's old history. A leaf that requires
+    grad (a weight clamped under ``no_grad``) is written outside autograd, as torch writes it.
 
     Everything that does not depend on the values is decided once: without mutated inputs ``run`` is
     ``apply`` and a slice; with them, the first call groups the (input, updated value) pairs by dtype,
@@ -116,11 +138,19 @@ def runtime_wrapper(apply, n_user: int, mutated: list[int]):
 
         return run
     plan: list = []  # [(input positions, output positions, batched?)], made on the first call
+    recorded = [(i, n_user + k) for k, i in enumerate(mutated) if i in tracked]  # decided per call
+    quiet = [(i, n_user + k) for k, i in enumerate(mutated) if i not in tracked]
 
     def run(*args):
         outs = apply(*args)
-        if not plan:
-            plan.extend(copy_back_plan(args, outs[n_user:], mutated, n_user))
+        for i, j in recorded:
+            if torch.is_grad_enabled() and args[i].requires_grad and not args[i].is_leaf:
+                args[i].copy_(outs[j])
+            else:
+                copy_back([args[i]], [outs[j]], [0])
+        if not plan and quiet:
+            plan.extend((ins, [quiet[k][1] for k in upd], batched) for ins, upd, batched
+                        in copy_back_plan(args, [outs[j] for _, j in quiet], [i for i, _ in quiet], 0))  # fmt: skip
         with torch.no_grad():
             for ins, upd, batched in plan:
                 dsts, srcs = [args[i] for i in ins], [outs[j] for j in upd]

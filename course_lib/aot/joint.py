@@ -13,7 +13,9 @@ Real AOT Autograd does the same trace but lets torch's own autograd supply the b
 
 Before any of that, :func:`course_lib.aot.functionalize.functionalize` removes in-place ops and
 views (torch runs the same step inside its trace): a graph input written in place becomes an
-extra forward output (``Joint.mutated`` says which input), with no tangent of its own.
+extra forward output (``Joint.mutated`` says which input). A running mean written so has no tangent;
+an input that requires grad has one (``Joint.grad_mutated``): in eager, ``y[:, 0] = 5`` on an
+activation puts the write into y's history, so y's producer gets no gradient at column 0.
 
 Placeholders are named as in torch: ``primals_1..n`` then ``tangents_1..m``.
 """
@@ -80,8 +82,9 @@ def backward_pass(graph: Graph, primals: list, tangents: list, wrt: list[int],
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     live = _depends_on([placeholders[i] for i in wrt])  # only these values need a gradient
     grad: dict[Node, Any] = {}  # a multi-output node's entry is a list, one gradient per output
-    for n, t in zip(out_nodes, tangents):
-        _accumulate(grad, n, t)
+    for n, t in zip(out_nodes, tangents):  # None: an output nothing differentiates (a running mean)
+        if t is not None:
+            _accumulate(grad, n, t)
     for node in reversed(graph.nodes):
         if node.op != "call_function" or node not in grad or has_no_gradient(node.target, env[node]):
             continue
@@ -391,7 +394,9 @@ class Joint:
     ``wrt``: which primals get a gradient (in order; one no gradient reaches is left out, and gets
     None); ``forward``: the primitive forward graph.
     ``num_outputs`` counts every forward output: the function's own, then one updated value per
-    input in ``mutated`` (those have no tangent: nothing differentiates a running mean).
+    input in ``mutated``. Those have no tangent (nothing differentiates a running mean), except the
+    ones in ``grad_mutated``: inputs that require grad (an activation written in place), whose
+    updated values take tangents after the function's own outputs', in the order of ``mutated``.
     """
 
     graph: Graph
@@ -402,6 +407,7 @@ class Joint:
     mutated: list[int] = dataclasses.field(default_factory=list)
     borrowed: list = dataclasses.field(default_factory=list)  # ops decomposed with torch's table (joint_graph)
     formulas: list = dataclasses.field(default_factory=list)  # ops differentiated by torch's autograd formula
+    grad_mutated: list[int] = dataclasses.field(default_factory=list)
 
     @property
     def num_user_outputs(self) -> int:
@@ -530,13 +536,17 @@ def _joint_graph(fn: Callable, args: tuple, wrt: list[int] | None, table: dict, 
     wrt = _wanted(args) if wrt is None else list(wrt)
     func = functionalize(fn, *plain)  # no in-place ops, no views written through, inputs untouched
     forward = decomp.trace(func.fn, *plain, table=table, provenance=True)  # which entry made each node
-    tangents = [torch.ones_like(o) for o in func.example_outputs]
+    # an input that requires grad and is written in place: its updated value is differentiated too
+    grad_mutated = [i for i in func.mutated if i in wrt and args[i].requires_grad]
+    tangents = [torch.ones_like(o) for o in [*func.example_outputs, *(plain[i] for i in grad_mutated)]]
     n, n_out = len(plain), func.num_outputs + len(func.mutated)
     reached: list[int] = []
     used: list = []  # the ops whose nodes took torch's formulas
 
     def joint(*flat):
-        outs, grads = backward_pass(forward, list(flat[:n]), list(flat[n:]), wrt, unreached, formulas, used)
+        user, written = flat[n : n + func.num_outputs], iter(flat[n + func.num_outputs :])
+        aligned = [*user, *(next(written) if i in grad_mutated else None for i in func.mutated)]
+        outs, grads = backward_pass(forward, list(flat[:n]), aligned, wrt, unreached, formulas, used)
         reached[:] = [i for i, g in zip(wrt, grads) if g is not None]
         return (*outs, *(g for g in grads if g is not None))
 
@@ -552,7 +562,9 @@ def _joint_graph(fn: Callable, args: tuple, wrt: list[int] | None, table: dict, 
     _rename_placeholders(graph, n)
     # an input no gradient reaches (hinge_embedding_loss's target, read by a comparison only) has no
     # output in the joint graph, and gets None in backward, as in torch
-    return Joint(graph, n, n_out, reached, forward, func.mutated, formulas=list(dict.fromkeys(used)))
+    return Joint(
+        graph, n, n_out, reached, forward, func.mutated, formulas=list(dict.fromkeys(used)), grad_mutated=grad_mutated
+    )
 
 
 def _inline_function(key: int, args: list) -> list:
