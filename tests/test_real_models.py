@@ -211,6 +211,33 @@ def test_tiny_inputs_follow_the_model_class():
         real_models.loss_of(model(**inputs)).backward()
 
 
+def test_tiny_inputs_for_classification_heads():
+    """A sequence classifier gets a padded batch and its attention mask: rows end with eos (BART's
+    head pools there, as many a row) and the second is padded by 3 after it; a decoder-only model
+    without a pad id gets one. A multiple-choice head gets 2 x 2 choices x 8 ids; AST, with no feature
+    encoder, refuses a waveform and gets filter-bank frames (as many as its max_length)."""
+    llama, inputs = real_models.build("sequence_classification:llama")
+    ids, pad, eos = inputs["input_ids"], llama.config.pad_token_id, llama.config.eos_token_id
+    assert pad is not None and ids[1, -3:].eq(pad).all() and ids[0, -1] == ids[1, -4] == eos
+    assert ids[:, :-4].ne(pad).all() and ids[:, :-4].ne(eos).all()
+    assert inputs["attention_mask"].tolist() == [[1] * 8, [1] * 5 + [0] * 3]
+    bart, inputs = real_models.build("sequence_classification:bart")
+    assert inputs["input_ids"].eq(bart.config.eos_token_id).sum(1).tolist() == [1, 1]
+    _, inputs = real_models.build("multiple_choice:bert")
+    assert inputs["input_ids"].shape == (2, 2, 8)
+    ast, inputs = real_models.build("audio_classification:audio-spectrogram-transformer")
+    assert inputs["input_values"].shape == (2, ast.config.max_length, ast.config.num_mel_bins)
+
+
+def test_classification_heads_match_eager(strict):
+    """Heads the LM sweeps never ran: a decoder-only classifier pools at each row's last token before
+    padding (an argmax over positions, then an index per row), BART's pools at its eos tokens (a
+    boolean-mask select), and a multiple-choice head folds its choices into the batch."""
+    for name in ("sequence_classification:llama", "sequence_classification:bart", "multiple_choice:bert"):
+        result = real_models.compare(name)
+        assert result.ok(), result
+
+
 def test_an_encoder_decoder_and_a_speech_model_match_eager(strict):
     """T5 (relative position buckets, cross attention) and SEW-D (a 1-D convolution stack, group
     norm, DeBERTa's disentangled attention through XSoftmax, a torch.autograd.Function) from their

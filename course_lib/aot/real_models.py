@@ -336,7 +336,12 @@ TASKS = {"causal_lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "masked_lm": "MODEL_F
          "semantic_segmentation": "MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES",
          "depth_estimation": "MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES",
          "object_detection": "MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES",
-         "video_classification": "MODEL_FOR_VIDEO_CLASSIFICATION_MAPPING_NAMES"}  # fmt: skip
+         "video_classification": "MODEL_FOR_VIDEO_CLASSIFICATION_MAPPING_NAMES",
+         "sequence_classification": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
+         "token_classification": "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",
+         "question_answering": "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES",
+         "multiple_choice": "MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES",
+         "audio_classification": "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES"}  # fmt: skip
 #: float config keys that draw random numbers in training (dropouts, skipped layers, a router's
 #: jitter: SwitchTransformers, PhiMoE): tiny() sets them to 0 so eager agrees with itself
 _RANDOM_IN_TRAINING = ("dropout", "pdrop", "drop_path", "layerdrop", "jitter")
@@ -507,6 +512,12 @@ def tiny(model_type: str, task: str = "causal_lm") -> RealModel:
         default = config_cls()
         config = config_cls(**_shrink(default))
         config._attn_implementation = "eager"
+        if getattr(config, "classifier_dropout", None) is None:  # a head's dropout falls back to 0.1 on None
+            config.classifier_dropout = 0.0
+        text = config.get_text_config()  # a multimodal config keeps its token ids there (Qwen3.5)
+        if task == "sequence_classification" and getattr(text, "pad_token_id", 0) is None:
+            # a decoder-only classifier pools at each row's last token before padding: it needs a pad id
+            text.pad_token_id = int(_plain_tokens(config)[0])
         names = classes[model_type]  # DeiT has two classes for the task: the first is the plain one
         model_cls = getattr(transformers, names[0] if isinstance(names, (list, tuple)) else names)
         if getattr(model_cls, "_supports_sdpa", False):
@@ -525,17 +536,21 @@ def tiny(model_type: str, task: str = "causal_lm") -> RealModel:
 
 def _tiny_inputs(model: torch.nn.Module, config, g: torch.Generator) -> dict:
     """Example inputs for a :func:`tiny` model, from what its class takes (``main_input_name``):
-    token ids (2 x 8; an encoder-decoder gets decoder ids too), images at the config's size (a
-    video: ``num_frames`` of them), a waveform of :data:`_FRAMES` frames after the feature
-    encoder's convolutions, or a clip of filter-bank features (frames x features, or features x
-    frames where the model takes that)."""
+    token ids (2 x 8; 2 x 2 choices x 8 for a multiple-choice head; padded, with an attention mask,
+    for a sequence classifier: :func:`_classified_ids`; an encoder-decoder gets decoder
+    ids too), images at the config's size (a video: ``num_frames`` of them), a waveform of
+    :data:`_FRAMES` frames after the feature encoder's convolutions (filter-bank frames where a model
+    without one refuses a waveform: AST), or a clip of filter-bank features (frames x features, or
+    features x frames where the model takes that)."""
     import inspect
 
     kind = getattr(model, "main_input_name", "input_ids")
     # a multimodal config keeps its vocabulary in its text tower: then the small one is assumed
     vocab = int(getattr(config, "vocab_size", _TINY["vocab_size"]))
-    ids = lambda: torch.randint(0, vocab, (2, 8), generator=g)  # noqa: E731
-    decoder = {"decoder_input_ids": ids()} if "decoder_input_ids" in inspect.signature(model.forward).parameters else {}
+    id_shape = (2, 2, 8) if type(model).__name__.endswith("ForMultipleChoice") else (2, 8)
+    ids = lambda: torch.randint(0, vocab, id_shape, generator=g)  # noqa: E731
+    signature = inspect.signature(model.forward).parameters
+    decoder = {"decoder_input_ids": ids()} if "decoder_input_ids" in signature else {}
     if kind in ("pixel_values", "pixel_values_videos"):
         vision = getattr(config, "vision_config", None) or config  # CLIP, SigLIP: a vision tower's
         size = getattr(vision, "image_size", 32)
@@ -549,23 +564,77 @@ def _tiny_inputs(model: torch.nn.Module, config, g: torch.Generator) -> dict:
         samples = _FRAMES if convs else 4000  # convolutions sized in code (Moonshine): a quarter second
         for k, s in reversed(convs):
             samples = (samples - 1) * s + k
-        return {"input_values": torch.randn(2, samples, generator=g), **decoder}
+        wave = torch.randn(2, samples, generator=g)
+        if convs:
+            return {"input_values": wave, **decoder}
+        # no feature encoder: a waveform, or filter-bank frames (AST: as many as its max_length)
+        frames = config.max_length if isinstance(getattr(config, "max_length", None), int) else 2 * _FRAMES
+        spectrogram = torch.randn(2, frames, _features(config), generator=g)
+        return _first_accepted(model, [{kind: wave, **decoder}, {kind: spectrogram, **decoder}])
     if kind == "input_features":
-        levels = [config, *(v for v in vars(config).values() if hasattr(v, "to_dict"))]  # an audio encoder's config
-        features = next((getattr(c, k) for c in levels for k in _FEATURES if isinstance(getattr(c, k, None), int)), 80)
-        features *= getattr(config, "input_channels", 1) if hasattr(config, "input_feat_per_channel") else 1
         # Whisper's encoder takes exactly twice its positions (a stride-2 convolution halves them)
         frames = 2 * config.max_source_positions if hasattr(config, "max_source_positions") else 2 * _FRAMES
-        clip = torch.randn(2, frames, features, generator=g)
-        for layout in (clip, clip.transpose(1, 2).contiguous()):  # which one the model takes
-            try:
-                with torch.no_grad():
-                    model(input_features=layout, **decoder)
-                return {"input_features": layout, **decoder}
-            except Exception:  # the other layout
-                continue
-        return {"input_features": clip, **decoder}
+        clip = torch.randn(2, frames, _features(config), generator=g)
+        return _first_accepted(model, [{kind: c, **decoder} for c in (clip, clip.transpose(1, 2).contiguous())])
+    if type(model).__name__.endswith("ForSequenceClassification"):
+        x = _classified_ids(ids(), config)
+        pad = _special_tokens(config).get("pad_token_id")
+        mask = {"attention_mask": (x != pad).long()} if "attention_mask" in signature and pad is not None else {}
+        # without the mask where the tiny config refuses it (multi-head latent attention's SDPA)
+        return _first_accepted(model, [{"input_ids": x, **mask, **decoder}, {"input_ids": x, **decoder}])
     return {"input_ids": ids(), **decoder}
+
+
+def _special_tokens(config) -> dict[str, int]:
+    """The config's special token ids (``pad_token_id``, ``eos_token_id``...) that are single ints
+    (a multimodal config's: its text config's)."""
+    config = config.get_text_config()
+    values = {k: getattr(config, k, None) for k in dir(config) if k.endswith("_token_id")}
+    return {k: v for k, v in values.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _plain_tokens(config) -> torch.Tensor:
+    """Every id of the vocabulary that is no special token, in order."""
+    vocab = int(getattr(config, "vocab_size", _TINY["vocab_size"]))
+    special = torch.tensor(sorted(set(_special_tokens(config).values())), dtype=torch.long)
+    ids = torch.arange(vocab)
+    return ids[~torch.isin(ids, special)]
+
+
+def _classified_ids(ids: torch.Tensor, config) -> torch.Tensor:
+    """Token ids as a sequence classifier pools them: no special token inside, then each row ends
+    with ``eos`` (BART-like heads pool at it, and need as many a row); the second row is padded by
+    3 after it (a decoder-only head pools at the last token before padding: an index per row;
+    :func:`_tiny_inputs` adds the attention mask a padded batch comes with)."""
+    plain = _plain_tokens(config)
+    ids = plain[ids % len(plain)]
+    special = _special_tokens(config)
+    eos, pad = special.get("eos_token_id"), special.get("pad_token_id")
+    if pad is not None:
+        ids[1, -3:] = pad
+    if eos is not None:
+        ids[0, -1] = ids[1, -4 if pad is not None else -1] = eos
+    return ids
+
+
+def _features(config) -> int:
+    """A speech model's feature count a frame: the first of :data:`_FEATURES` its config (or an
+    audio encoder's config inside it) has, times its input channels where it counts per channel."""
+    levels = [config, *(v for v in vars(config).values() if hasattr(v, "to_dict"))]
+    features = next((getattr(c, k) for c in levels for k in _FEATURES if isinstance(getattr(c, k, None), int)), 80)
+    return features * (getattr(config, "input_channels", 1) if hasattr(config, "input_feat_per_channel") else 1)
+
+
+def _first_accepted(model: torch.nn.Module, candidates: list[dict]) -> dict:
+    """The first of these input sets the model runs on in eager (the first if none)."""
+    for inputs in candidates:
+        try:
+            with torch.no_grad():
+                model(**inputs)
+            return inputs
+        except Exception:  # not these: the next ones
+            continue
+    return candidates[0]
 
 
 def build(name: str, seed: int = 0) -> tuple[torch.nn.Module, dict]:
