@@ -425,3 +425,17 @@ def test_triton_size_expressions_floor_like_python_under_truncating_division():
         for n in (2, 3, 7, 12, 127, 128, 300, 511, 512, 513, 1025):
             assert int(eval(code, {"ks0": _TruncInt(n)})) == int(e.subs(s0, n)), (e, code, n)
     assert _TruncInt(-7) // 2 == -3 and _TruncInt(-7) % 2 == -1  # the emulation truncates
+
+
+def sizes_as_values(x):
+    """A length used as a value: a tensor filled with it, a 0-dim tensor of it, an ``alpha`` of it."""
+    n = x.shape[1]
+    return (x + torch.full((2, 1, 3), n, dtype=torch.float32), torch.full((4,), n) * 2,
+            torch.add(x, x, alpha=n), x.sum(1) / torch.scalar_tensor(n))  # fmt: skip
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_a_size_used_as_a_value_compiles(codegen):
+    """``torch.full(..., n)`` with ``n`` a size symbol (DeepSeek-V4): the fill value is the size
+    expression (``index_expr``), not a number, so the code generators print it as a size."""
+    _matches_at_lengths(sizes_as_values, codegen, (8, 12, 5))

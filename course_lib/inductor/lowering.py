@@ -945,7 +945,7 @@ def make_pointwise(op: str, compute: str = "out"):
             vals = [cast(f(idx), cdt) if f else scalar_value(a, _scalar_dtype(a, cdt)) for f, a in zip(fns, args)]
             vals = [cast(v, cdt) for v in vals]
             if alpha is not None and alpha != 1:
-                vals[1] = Op("mul", (vals[1], Const(alpha, cdt)), cdt)
+                vals[1] = Op("mul", (vals[1], scalar_value(alpha, cdt)), cdt)
             return Op(kind, tuple(vals), out_dtype if compute == "promote" else cdt)
 
         return ctx.pointwise(shape, out_dtype, fn, origin=node.name)
@@ -994,12 +994,12 @@ def lower_clone(ctx, node, x, **kw):
 
 def lower_full(ctx, node, size, value, **kw):
     dt = dtype_name(node.meta["val"].dtype)
-    return TensorValue(tuple(size), dt, lambda idx: Const(value, dt))
+    return TensorValue(tuple(size), dt, lambda idx: scalar_value(value, dt))  # full(.., s0): a size
 
 
 def lower_scalar_tensor(ctx, node, value, **kw):
     dt = dtype_name(node.meta["val"].dtype)
-    return TensorValue((), dt, lambda idx: Const(value, dt))
+    return TensorValue((), dt, lambda idx: scalar_value(value, dt))
 
 
 def lower_iota(ctx, node, length, start=0, step=1, **kw):
