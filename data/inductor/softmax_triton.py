@@ -4,6 +4,15 @@ import triton.language as tl
 from course_lib.inductor.launcher import DirectLaunch
 
 @triton.jit
+def max_keep_nan(a, b):
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def min_keep_nan(a, b):
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+@triton.jit
 def kernel0(in_ptr0, out_ptr0, xnumel, rnumel, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
     xoffset = tl.program_id(0) * XBLOCK
     xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
@@ -14,7 +23,7 @@ def kernel0(in_ptr0, out_ptr0, xnumel, rnumel, XBLOCK: tl.constexpr, RBLOCK: tl.
     r0 = rindex
     tmp0 = tl.load(in_ptr0 + (r0 + 4096*x0), xmask & rmask, other=0)
     tmp1 = tl.where(xmask & rmask, tmp0, float("-inf"))
-    acc0 = tl.max(tmp1, 1)[:, None]
+    acc0 = tl.reduce(tmp1, 1, max_keep_nan)[:, None]
     tmp2 = tmp0 - acc0
     tmp3 = tl.exp(tmp2)
     tmp4 = tl.where(xmask & rmask, tmp3, 0)
