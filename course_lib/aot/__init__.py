@@ -7,6 +7,7 @@ forward graph and a backward graph --> compilers --> a torch.autograd.Function.
 API::
 
     joint_graph(fn, *args, wrt=None) -> Joint        .graph .primals .tangents .outputs .forward
+        .mutated (inputs written in place)  .grad_mutated (those whose new value takes a tangent)
     partition(joint, method="default" | "min_cut") -> Partition
         .forward .backward (Graphs)  .saved (names)  .saved_bytes  .recomputed (names)  .summary()
     aot_function(fn, fw_compiler=None, bw_compiler=None, partition_method="default") -> callable
