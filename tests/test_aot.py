@@ -522,7 +522,9 @@ def _add_in_place(y, w):
 
 @pytest.mark.parametrize("fn", [_write_column, _scale_in_place, _sin_in_place, _add_in_place])
 @pytest.mark.parametrize("how", ["aot_function", "dynamo"])
-def test_an_activation_written_in_place_trains_like_eager(fn, how):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device"))])  # fmt: skip
+def test_an_activation_written_in_place_trains_like_eager(fn, how, device):
     """A graph input that requires grad and is no leaf (an activation), written in place: in eager
     the write joins its history, so a later use sends no gradient to column 0 (``y[:, 0] = 5``) and
     3x the gradient through ``mul_(3)``. The course's updated value takes a tangent and the copy back
@@ -535,7 +537,8 @@ def test_an_activation_written_in_place_trains_like_eager(fn, how):
         grads = []
         for compiled in (False, True):
             torch.manual_seed(seed)
-            a, *rest = [torch.randn(4, 3, dtype=torch.float64, requires_grad=True) for _ in range(n_args)]
+            a, *rest = [torch.randn(4, 3, dtype=torch.float64, device=device, requires_grad=True)
+                        for _ in range(n_args)]  # fmt: skip
             y = a * 2  # no leaf
             if compiled and how == "dynamo":
                 torch._dynamo.reset()
