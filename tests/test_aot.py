@@ -1599,3 +1599,58 @@ def test_output_no_gradient_reaches_has_no_gradient_history():
         assert model.table.grad_fn is None and not model.table.requires_grad
     want = torch.autograd.grad(_ReassignsBuffer.forward(model, x), x)[0]
     torch.testing.assert_close(x.grad, want)
+
+
+def _clamp_detached(w, x):
+    w.detach().clamp_(-0.5, 0.5)
+    return x @ w
+
+
+def _scale_data(w, x):
+    w.data.mul_(0.5)
+    return x @ w
+
+
+def _scale_without_grad(w, x):
+    with torch.no_grad():
+        w.mul_(2.0)
+        w[0] = 1.0
+    return x * w
+
+
+@pytest.mark.parametrize("fn", [_clamp_detached, _scale_data, _scale_without_grad])
+@pytest.mark.parametrize("leaf", [True, False])
+def test_a_write_hidden_from_autograd_keeps_the_gradient_path(fn, leaf):
+    """Writes autograd does not record (through ``.data`` or ``detach()``, or under ``no_grad``)
+    change the values and not the history: a later use sends its whole gradient to the tensor's
+    producer. The course made such a write an op with its own derivative (clamp's mask, mul's
+    factor, or none at all through detach) until the new value became a ``hidden_write``."""
+    import course_lib.inductor  # noqa: F401  (registers the "course_lib" backend)
+
+    grads = []
+    for backend in (None, "course_lib"):
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        a = torch.randn(3, 3, dtype=torch.float64, requires_grad=True)
+        x = torch.randn(3, 3, dtype=torch.float64)
+        w = a if leaf else a * 1.0
+        run = fn if backend is None else torch.compile(fn, backend=backend)
+        loss = run(w, x).sum() + (w * w).sum()
+        loss.backward()
+        grads.append((a.grad, w.detach().clone()))
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-10, atol=1e-10)
+
+
+def test_a_hidden_write_compiles_for_inference():
+    """Without gradients the same write compiles: ``hidden_write`` lowers to a copy of its new value."""
+    import importlib
+
+    compile_fx = importlib.import_module("course_lib.inductor.compile_fx")
+    record = []
+    torch._dynamo.reset()
+    compiled = torch.compile(_clamp_detached, backend=lambda gm, ex: compile_fx.compile_fx(gm, ex, record=record))
+    w, x = torch.randn(3, 3) * 2, torch.randn(3, 3)
+    w_eager = w.clone()
+    torch.testing.assert_close(compiled(w, x), _clamp_detached(w_eager, x))
+    torch.testing.assert_close(w, w_eager)
+    assert [kind for kind, _ in record] == ["compiled"], record

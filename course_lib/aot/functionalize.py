@@ -42,6 +42,30 @@ from course_lib.fx.interpreter import fetch_attr
 aten = torch.ops.aten
 
 
+# ------------------------------------------------------------------ writes autograd does not see
+
+
+@torch.library.custom_op("course_lib::hidden_write", mutates_args=())
+def hidden_write(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+    """``new``'s values, with ``old``'s place in autograd: the derivative passes straight to ``old``.
+
+    Eager hides some writes from autograd: ``w.data.clamp_(-1, 1)``, ``w.detach().mul_(2)``, or any
+    in-place op under ``torch.no_grad()``. The tensor's values change; its history does not, so a
+    later use sends its whole gradient to the tensor's producer, as if the write had not happened.
+    Written functionally the new value is ``clamp(detach(w))``, which no gradient reaches: this op
+    stands between them (torch's AOT Autograd calls such writes "hidden from autograd")."""
+    return new.clone()
+
+
+@hidden_write.register_fake
+def _(old, new):
+    return torch.empty_like(new)
+
+
+hidden_write.register_autograd(lambda ctx, grad: (grad, None))
+HIDDEN_WRITE = torch.ops.course_lib.hidden_write.default
+
+
 # ------------------------------------------------------------------ rule tables
 
 
@@ -259,6 +283,9 @@ class _Functionalizer:
             if op not in INVERSE_VIEW:
                 raise NotImplementedError(f"functionalize: cannot write through a view made by {op}")
             new = INVERSE_VIEW[op](old, new, *args, **kwargs)
+        if any(op is aten.detach.default for op, _, _ in a.chain):  # w.data.mul_(2): autograd never sees it
+            new = HIDDEN_WRITE(self.env[a.base], new)
+            self.rewrites.append(f"{a.base.name}: written through detach, hidden from autograd (hidden_write)")
         self.env[a.base] = new
         self.version[a.base] = self.version.get(a.base, 0) + 1
         a.stamp = -1  # node itself is re-derived on its next read

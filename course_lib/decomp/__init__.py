@@ -139,6 +139,9 @@ class BeforeDispatch(TorchFunctionMode):
     ``torch._C._set_grad_enabled`` calls; HRM runs all but its last reasoning steps in one). So
     where gradients were on when the trace began and are off now, every tensor a call returns is
     passed through ``detach``, which the derivative rules read as "no gradient", as autograd would.
+    An in-place op there writes through ``detach`` of its tensor (``y.mul_(2)`` becomes
+    ``y.detach().mul_(2)``): autograd does not record it, so functionalization makes the new value a
+    ``hidden_write`` (:mod:`course_lib.aot.functionalize`), whose derivative goes straight to ``y``.
     """
 
     def __init__(self):
@@ -147,6 +150,9 @@ class BeforeDispatch(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        hidden = self.grad_at_start and not torch.is_grad_enabled() and _writes_in_place(func, args)
+        if hidden:  # under no_grad: a write autograd does not see, as a write through detach
+            args = (args[0].detach(), *args[1:])
         rewrite = BEFORE_DISPATCH.get(func)
         out = rewrite(*args, **kwargs) if rewrite is not None else NotImplemented
         if out is NotImplemented:
@@ -154,6 +160,17 @@ class BeforeDispatch(TorchFunctionMode):
         if self.grad_at_start and not torch.is_grad_enabled() and func not in _KEEPS_GRAPH:
             return pytree.tree_map_only(torch.Tensor, _cut, out)
         return out
+
+
+def _writes_in_place(func, args) -> bool:
+    """A Tensor method that writes its first argument (``mul_``, ``clamp_``, ``__setitem__``, ``__iadd__``)."""
+    name = getattr(func, "__name__", "")
+    in_place = (name.endswith("_") and not name.startswith("_")) or name in _IN_PLACE_DUNDERS
+    return (in_place and name not in ("requires_grad_", "detach_") and bool(args) and isinstance(args[0], torch.Tensor)
+            and (args[0].is_floating_point() or args[0].is_complex()))  # fmt: skip
+
+
+_IN_PLACE_DUNDERS = {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ipow__"}
 
 
 def _cut(t: torch.Tensor) -> torch.Tensor:
