@@ -1618,7 +1618,14 @@ def _scale_without_grad(w, x):
     return x * w
 
 
-@pytest.mark.parametrize("fn", [_clamp_detached, _scale_data, _scale_without_grad])
+def _add_without_grad(w, x):
+    with torch.no_grad():
+        w += 1.0
+        v = w.mul_(2.0)
+    return x * w + v
+
+
+@pytest.mark.parametrize("fn", [_clamp_detached, _scale_data, _scale_without_grad, _add_without_grad])
 @pytest.mark.parametrize("leaf", [True, False])
 def test_a_write_hidden_from_autograd_keeps_the_gradient_path(fn, leaf):
     """Writes autograd does not record (through ``.data`` or ``detach()``, or under ``no_grad``)

@@ -152,11 +152,13 @@ class BeforeDispatch(TorchFunctionMode):
         kwargs = kwargs or {}
         hidden = self.grad_at_start and not torch.is_grad_enabled() and _writes_in_place(func, args)
         if hidden:  # under no_grad: a write autograd does not see, as a write through detach
-            args = (args[0].detach(), *args[1:])
+            target, args = args[0], (args[0].detach(), *args[1:])
         rewrite = BEFORE_DISPATCH.get(func)
         out = rewrite(*args, **kwargs) if rewrite is not None else NotImplemented
         if out is NotImplemented:
             out = func(*args, **kwargs)
+        if hidden:  # the tensor itself, as an in-place op returns it (``y += 1`` keeps y's history)
+            return target if isinstance(out, torch.Tensor) else out
         if self.grad_at_start and not torch.is_grad_enabled() and func not in _KEEPS_GRAPH:
             return pytree.tree_map_only(torch.Tensor, _cut, out)
         return out
