@@ -268,8 +268,8 @@ def _measure(smoke: bool) -> dict:
 #: (PERSISTENT_RNUMEL 8192, the limit before) with steps of LOOPED_RBLOCK elements,
 #: LOOPED_ELEMENTS_PER_THREAD a thread (warps = RBLOCK / 32 / that), with and without eviction hints.
 #: Rows of 65536 (``*_xlong``) are split over 8 programs of a cooperative launch (ROW_SPLIT, parts of
-#: ROW_SPLIT_PART elements): against parts of 4096 or 16384, 32 warps a part, publishing ahead
-#: (ROW_SPLIT_AHEAD), and the looped kernel (ROW_SPLIT off), its
+#: ROW_SPLIT_PART elements): against parts of 4096 or 16384, 32 warps a part, publishing just before the
+#: wait (ROW_SPLIT_AHEAD off), flagged partials (ROW_SPLIT_FLAGS), and the looped kernel (ROW_SPLIT off), its
 #: output pass walking backwards or forwards (LOOPED_REVERSE_LAST), and the row in registers (it spills).
 #: Cross entropy: its loss kernel (16384 per-row terms to one number) split into 32 partials
 #: (committed) or 128, or as one persistent program (ONE_ROW_PERSISTENT_RNUMEL raised).
@@ -283,12 +283,14 @@ SWEEP_LONG = [
     {**LOOPED, "LOOPED_EVICTION": False},
 ]
 SWEEP_XLONG = [
-    {},  # row split: 8 parts of 8192, 16 warps, the next row's part loaded before the wait
+    {},  # row split: 8 parts of 8192, 16 warps, the next row's partials published before the wait
     {"ROW_SPLIT_PART": 4096},  # 16 parts, 8 warps
     {"ROW_SPLIT_PART": 16384},  # 4 parts, 32 warps
     {"ROW_SPLIT_WARPS": 32},  # parts of 8192 at 32 warps, 8 a thread
-    {"ROW_SPLIT_AHEAD": True},  # the next row's partials published before the wait
-    {"ROW_SPLIT_AHEAD": True, "ROW_SPLIT_WARPS": 32},
+    {"ROW_SPLIT_AHEAD": False},  # this row's partials published just before the wait
+    {"ROW_SPLIT_FLAGS": True},  # flagged partials: no counter, no release fence, one trip to L2 a poll
+    {"ROW_SPLIT_FLAGS": True, "ROW_SPLIT_PART": 4096},
+    {"ROW_SPLIT_FLAGS": True, "ROW_SPLIT_AHEAD": False},
     {"ROW_SPLIT": False},  # looped: RBLOCK 4096, 4 a thread, 32 warps, the output pass walking backwards
     {"ROW_SPLIT": False, "LOOPED_REVERSE_LAST": False},  # ... walking forwards
     {"ROW_SPLIT": False, "PERSISTENT_RNUMEL": 65536},  # the row in registers: 64 a thread at 32 warps

@@ -44,6 +44,54 @@ def collect(ws_ptr, cnt_ptr, row, S: tl.constexpr):
 
 
 @triton.jit
+def pack(v, gen):
+    """A partial and the row it belongs to in one 64-bit word (``row + 1`` above its float32 bits)."""
+    return (gen.to(tl.int64) << 32) | (v.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
+
+
+@triton.jit
+def publish_flag(ws_ptr, row, part, a, b, S: tl.constexpr):
+    """Flagged partials: each word carries its row, so a reader needs no counter and the writer no
+    release fence; a relaxed 64-bit exchange is one indivisible write."""
+    tl.atomic_xchg(ws_ptr + (row * S + part) * 2, pack(a, row + 1), sem="relaxed")
+    tl.atomic_xchg(ws_ptr + (row * S + part) * 2 + 1, pack(b, row + 1), sem="relaxed")
+
+
+@triton.jit
+def collect_flag(ws_ptr, row, S: tl.constexpr):
+    """Read all S parts' words (volatile: from L2) until every one carries ``row + 1``; the values
+    come with them, one round trip a poll instead of the counter's poll and then the partials' load."""
+    idx = tl.arange(0, S)
+    wa = tl.load(ws_ptr + (row * S + idx) * 2, volatile=True)
+    wb = tl.load(ws_ptr + (row * S + idx) * 2 + 1, volatile=True)
+    ok = tl.min(((wa >> 32) == row + 1) & ((wb >> 32) == row + 1), 0)
+    while ok == 0:
+        wa = tl.load(ws_ptr + (row * S + idx) * 2, volatile=True)
+        wb = tl.load(ws_ptr + (row * S + idx) * 2 + 1, volatile=True)
+        ok = tl.min(((wa >> 32) == row + 1) & ((wb >> 32) == row + 1), 0)
+    a_all = (wa & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+    b_all = (wb & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+    return a_all, b_all
+
+
+@triton.jit
+def publish_any(ws_ptr, cnt_ptr, row, part, a, b, S: tl.constexpr, FLAG: tl.constexpr):
+    if FLAG:
+        publish_flag(ws_ptr, row, part, a, b, S)
+    else:
+        publish(ws_ptr, cnt_ptr, row, part, a, b, S)
+
+
+@triton.jit
+def collect_any(ws_ptr, cnt_ptr, row, S: tl.constexpr, FLAG: tl.constexpr):
+    if FLAG:
+        a_all, b_all = collect_flag(ws_ptr, row, S)
+    else:
+        a_all, b_all = collect(ws_ptr, cnt_ptr, row, S)
+    return a_all, b_all
+
+
+@triton.jit
 def exchange(ws_ptr, cnt_ptr, row, part, a, b, S: tl.constexpr):
     publish(ws_ptr, cnt_ptr, row, part, a, b, S)
     return collect(ws_ptr, cnt_ptr, row, S)
@@ -72,20 +120,20 @@ def first_part(x_ptr, R, N, S: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def sm_ahead(x_ptr, y_ptr, ws_ptr, cnt_ptr, R, N, S: tl.constexpr, BLOCK: tl.constexpr):
+def sm_ahead(x_ptr, y_ptr, ws_ptr, cnt_ptr, R, N, S: tl.constexpr, BLOCK: tl.constexpr, FLAG: tl.constexpr = False):
     """Publish ahead: row r+G's partials are loaded, reduced and published before waiting on row r,
     so the wait overlaps a whole part's read and the other parts have usually counted in by then."""
     part, group, ngroups, cols, x = first_part(x_ptr, R, N, S, BLOCK)
     if group < R:
         a, b = sm_partial(x)
-        publish(ws_ptr, cnt_ptr, group, part, a, b, S)
+        publish_any(ws_ptr, cnt_ptr, group, part, a, b, S, FLAG)
     for row in range(group, R, ngroups):
         nxt = row + ngroups
         x_next = tl.load(x_ptr + nxt * N + cols, mask=nxt < R, other=0.0)
         if nxt < R:
             a, b = sm_partial(x_next)
-            publish(ws_ptr, cnt_ptr, nxt, part, a, b, S)
-        ms, ss = collect(ws_ptr, cnt_ptr, row, S)
+            publish_any(ws_ptr, cnt_ptr, nxt, part, a, b, S, FLAG)
+        ms, ss = collect_any(ws_ptr, cnt_ptr, row, S, FLAG)
         m = tl.max(ms, 0)
         s = tl.sum(ss * tl.exp(ms - m), 0)
         tl.store(y_ptr + row * N + cols, tl.exp(x - m) / s)
@@ -93,18 +141,19 @@ def sm_ahead(x_ptr, y_ptr, ws_ptr, cnt_ptr, R, N, S: tl.constexpr, BLOCK: tl.con
 
 
 @triton.jit
-def ln_ahead(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, cnt_ptr, R, N, eps, S: tl.constexpr, BLOCK: tl.constexpr):
+def ln_ahead(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, cnt_ptr, R, N, eps, S: tl.constexpr, BLOCK: tl.constexpr,
+             FLAG: tl.constexpr = False):  # fmt: skip
     part, group, ngroups, cols, x = first_part(x_ptr, R, N, S, BLOCK)
     if group < R:
         a, b = ln_partial(x, BLOCK)
-        publish(ws_ptr, cnt_ptr, group, part, a, b, S)
+        publish_any(ws_ptr, cnt_ptr, group, part, a, b, S, FLAG)
     for row in range(group, R, ngroups):
         nxt = row + ngroups
         x_next = tl.load(x_ptr + nxt * N + cols, mask=nxt < R, other=0.0)
         if nxt < R:
             a, b = ln_partial(x_next, BLOCK)
-            publish(ws_ptr, cnt_ptr, nxt, part, a, b, S)
-        means, m2s = collect(ws_ptr, cnt_ptr, row, S)
+            publish_any(ws_ptr, cnt_ptr, nxt, part, a, b, S, FLAG)
+        means, m2s = collect_any(ws_ptr, cnt_ptr, row, S, FLAG)
         mean = tl.sum(means, 0) / S
         dm = means - mean
         m2 = tl.sum(m2s, 0) + BLOCK * tl.sum(dm * dm, 0)
@@ -206,26 +255,30 @@ def main():
     if os.environ.get("CONFIGS"):
         configs = [tuple(map(int, c.split("x"))) for c in os.environ["CONFIGS"].split(",")]
     workloads = os.environ.get("WORKLOADS", "layernorm,softmax,layernorm_stream").split(",")
-    modes = os.environ.get("MODES", "pf0,pf1,ahead").split(",")
+    modes = os.environ.get("MODES", "pf0,pf1,ahead,flag").split(",")
     for S, warps in configs:
         BLOCK = n // S
         y = torch.empty_like(x)
         ws = torch.empty(rows * S * 2, device="cuda")
-        for mode in ("pf0", "pf1", "ahead"):  # no prefetch, the next row loaded before the wait, published ahead
+        wflag = torch.zeros(rows * S * 2, dtype=torch.int64, device="cuda")
+        # no prefetch, the next row loaded before the wait, published ahead, published ahead with flagged partials
+        for mode in ("pf0", "pf1", "ahead", "flag"):
             for name, kern, extra, ref, nbytes, more in (
                 ("layernorm", ln_pcoop, (w, b), ref_ln, 2 * x.numel() * 4 + 2 * n * 4, {}),
                 ("softmax", sm_pcoop, (), ref_sm, 2 * x.numel() * 4, {}),
                 ("layernorm_stream", ln_pcoop, (w, b), ref_ln, 2 * x.numel() * 4 + 2 * n * 4, {"HOLD_WB": False}),
             ):
-                if name not in workloads or mode not in modes or (mode == "ahead" and name == "layernorm"):
+                ahead = mode in ("ahead", "flag")
+                if name not in workloads or mode not in modes or (ahead and name == "layernorm"):
                     continue
-                if mode == "ahead":  # weight and bias streamed from L2 (the registers hold two parts)
+                if ahead:  # weight and bias streamed from L2 (the registers hold two parts)
                     kern, more = (sm_ahead, {}) if name == "softmax" else (ln_ahead, {})
+                    more = {"FLAG": mode == "flag"}
                 else:
                     more = {**more, "PREFETCH": mode == "pf1"}
                 key = f"{name}_S{S}_w{warps}_{mode}"
                 try:
-                    args = (x, *extra, y, ws)
+                    args = (x, *extra, y, wflag if mode == "flag" else ws)
                     tail = (rows, n) if name == "softmax" else (rows, n, 1e-5)
                     cnt = torch.zeros(rows, dtype=torch.int32, device="cuda")
                     kw = dict(S=S, BLOCK=BLOCK, num_warps=warps, launch_cooperative_grid=True, **more)
@@ -242,6 +295,8 @@ def main():
 
                         def f():
                             c = torch.zeros(rows, dtype=torch.int32, device="cuda")
+                            if mode == "flag":
+                                wflag.zero_()  # every word "no row yet"
                             kern[(grid,)](*args, c, *tail, **kw)
 
                         f()

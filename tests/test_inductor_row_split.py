@@ -69,17 +69,22 @@ def _layernorm_backward(g, xhat, w):
     "fn", [_layernorm, _softmax, _rmsnorm, _max_and_sum_with_row_outputs, _softmax_backward, _layernorm_backward]
 )
 @pytest.mark.parametrize("ahead", [False, True], ids=["publish", "publish_ahead"])
-def test_one_part_a_row_runs_the_whole_kernel_in_the_interpreter(split, monkeypatch, fn, ahead):
+@pytest.mark.parametrize("flags", [False, True], ids=["counter", "flagged"])
+def test_one_part_a_row_runs_the_whole_kernel_in_the_interpreter(split, monkeypatch, fn, ahead, flags):
     """7 rows of 37 (a masked tail of the 64-lane part), 3 row groups: each program walks 2 or 3 rows.
     Published ahead (ROW_SPLIT_AHEAD), each program publishes its first row's partials before the loop
-    and row r + 3's before it waits for row r's."""
+    and row r + 3's before it waits for row r's. Flagged (ROW_SPLIT_FLAGS), the partials travel as
+    words that carry their row's number."""
     monkeypatch.setattr(tcg, "ROW_SPLIT_AHEAD", ahead)
+    monkeypatch.setattr(tcg, "ROW_SPLIT_FLAGS", flags)
     torch.manual_seed(0)
     x, w, b = torch.randn(7, 37) * 2 + 0.5, torch.randn(37), torch.randn(37)
     c = _compile(fn, x, w, b)
     code = c.kernel_code
     assert ("if xrow + xstep < xnumel:" in code and "if xstart < xnumel:" in code) == ahead, code
-    assert "row_split=1" in code and 'sem="release"' in code and "for xrow in range(xstart, xnumel, xstep)" in code
+    assert "row_split=1" in code and "for xrow in range(xstart, xnumel, xstep)" in code
+    protocol = ('sem="relaxed"', "cnt_ptr") if flags else ('sem="release"', "sflag")
+    assert protocol[0] in code and protocol[1] not in code, code
     assert "for roffset" not in code, code  # no looped pass left: the row is read once
     for got, ref in zip(c(x, w, b), fn(x, w, b), strict=True):
         torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
@@ -113,18 +118,26 @@ def test_several_parts_a_row_refuse_to_run_in_the_interpreter(split, monkeypatch
 
 
 @pytest.mark.parametrize("ahead", [False, True], ids=["publish", "publish_ahead"])
-def test_several_parts_a_row_compile_for_sm_90(split, monkeypatch, ahead):
-    """Triton's real compiler takes the 3-part kernel. In the PTX the arrival is a release add at GPU
-    scope (``red``: its result is unused) and the spin an acquire load (Triton turns an atomic add of 0
-    into ``ld.acquire``), and nothing spills."""
+@pytest.mark.parametrize("flags", [False, True], ids=["counter", "flagged"])
+def test_several_parts_a_row_compile_for_sm_90(split, monkeypatch, ahead, flags):
+    """Triton's real compiler takes the 3-part kernel, and nothing spills. With the counter, the
+    arrival in the PTX is a release add at GPU scope (``red``: its result is unused) and the spin an
+    acquire load (Triton turns an atomic add of 0 into ``ld.acquire``). Flagged, a partial is one
+    relaxed 64-bit exchange and the spin volatile 64-bit loads: no acquire or release anywhere."""
     monkeypatch.setattr(tcg, "ROW_SPLIT_PART", 16)
     monkeypatch.setattr(tcg, "ROW_SPLIT_AHEAD", ahead)
+    monkeypatch.setattr(tcg, "ROW_SPLIT_FLAGS", flags)
     x, w, b = torch.randn(2, 37), torch.randn(37), torch.randn(37)
     stages = tcg.compile_to_ptx(_compile(_layernorm, x, w, b), "sm_90", aligned=False)
     (stage,) = stages.values()
     ptx = stage["ptx"]
-    assert re.search(r"(red|atom)\.global\.gpu\.release\.add", ptx), ptx
-    assert re.search(r"(ld|atom)\.global\.gpu\.acquire", ptx) and stage.metadata["spills"] == 0
+    assert stage.metadata["spills"] == 0
+    if flags:
+        assert len(re.findall(r"atom\.global\.gpu\.relaxed\.exch\.b64", ptx)) == 3 * (2 if ahead else 1), ptx
+        assert "ld.volatile.global.b64" in ptx and not re.search(r"acquire|release|fence", ptx), ptx
+    else:
+        assert re.search(r"(red|atom)\.global\.gpu\.release\.add", ptx), ptx
+        assert re.search(r"(ld|atom)\.global\.gpu\.acquire", ptx)
 
 
 @pytest.mark.parametrize("code_of", ["cross_entropy", "no_stores"])
@@ -153,12 +166,14 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 
 @cuda
 @pytest.mark.parametrize("ahead", [False, True], ids=["publish", "publish_ahead"])
+@pytest.mark.parametrize("flags", [False, True], ids=["counter", "flagged"])
 @pytest.mark.parametrize("n", [65536, 65536 + 4100, 3 * 8192])
-def test_long_rows_on_the_gpu_match_eager(n, ahead, monkeypatch):
+def test_long_rows_on_the_gpu_match_eager(n, ahead, flags, monkeypatch):
     """Rows of 65536 (8 parts), of 69636 (9 parts, the last one partly masked) and of 24576 forced
     past the persistent limit: layer norm, softmax and their statistics (mean, rstd as a training
     graph saves them) against eager, the grid no larger than what the GPU holds at once."""
     monkeypatch.setattr(tcg, "ROW_SPLIT_AHEAD", ahead)
+    monkeypatch.setattr(tcg, "ROW_SPLIT_FLAGS", flags)
     torch.manual_seed(0)
     x = torch.randn(300, n, device="cuda") * 3 + 1
     w, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")

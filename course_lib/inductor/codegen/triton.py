@@ -193,6 +193,12 @@ ROW_SPLIT_PART = 8192
 # 0.86 -> 0.88 (bench_gpu_inductor's sweep, 2026-12-06).
 ROW_SPLIT_AHEAD = True
 ROW_SPLIT_WARPS = 0  # warps a part; 0: reduction_warps(RBLOCK), 16 for parts of 8192
+# Flagged partials: each partial is published as one 64-bit word, its row's number + 1 above its float32
+# bits, written by a relaxed atomic exchange (one indivisible write). A waiting part reads the row's words
+# until every one carries the row's number, and has the values with them: one trip to L2 a poll, where the
+# counter costs a release fence, the counter's poll and then a second trip for the partials. The words
+# start at 0 ("no row yet"), zeroed every call in place of the counter.
+ROW_SPLIT_FLAGS = False
 ROW_SPLIT_MAX_PARTS = 32  # longer rows (past 262144 elements) stay looped
 PROGRAM_TILE = 4096  # elements one program's tile holds: short rows are packed XBLOCK rows a program
 # A whole-tensor reduction (one output: a loss's mean, cross entropy's sum over rows) is split: up to
@@ -423,12 +429,15 @@ class TritonKernel(Kernel):
         self.split = self.splittable()
         self.ws = {}  # reduction buffer -> (workspace pointer name, dtype) of its partials
         self.row_parts = 0  # programs a row of a row split (0: none)
+        self.flags = False  # a row split's partials as flagged words (ROW_SPLIT_FLAGS)
         if row_split and self.reduction and not self.persistent and self.xnumel > 1 and self.row_splittable():
             parts = -(-self.rnumel // ROW_SPLIT_PART) if row_split is True else int(row_split)
             if parts <= ROW_SPLIT_MAX_PARTS:
                 self.row_parts = parts
                 self.rblock = next_pow2(-(-self.rnumel // parts))
-                self.ws = {"partials": ("ws_ptr", "float32"), "arrivals": ("cnt_ptr", "int32")}
+                self.flags = ROW_SPLIT_FLAGS
+                self.ws = {"partials": ("ws_ptr", "int64")} if self.flags else \
+                    {"partials": ("ws_ptr", "float32"), "arrivals": ("cnt_ptr", "int32")}  # fmt: skip
         if self.split:
             step = max(SPLIT_RBLOCK, next_pow2(-(-self.rnumel // SPLIT_MAX)))
             self.rblock = min(LOOPED_RBLOCK, SPLIT_RBLOCK_MAX, step)
@@ -651,15 +660,52 @@ class TritonKernel(Kernel):
                 merges.append(((buf, rtype, dtype), [f"{acc}_tile"]))
         return published, merges
 
-    @staticmethod
-    def publish_lines(published: list, row: str) -> list[str]:
-        """Write the partials to the row's workspace slot, then arrive at its counter (release)."""
+    def publish_lines(self, published: list, row: str) -> list[str]:
+        """Write the partials to the row's workspace slot, then arrive at its counter (release); with
+        flags (ROW_SPLIT_FLAGS), each partial in one word with the row's number + 1, no counter."""
         k, row = len(published), row if row.isidentifier() else f"({row})"
         lines = [f"wslot = ws_ptr + ({row} * NPARTS + part) * {k}"]
+        if self.flags:
+            lines.append(f"wflag = tl.cast({row} + 1, tl.int64) << 32")
+            return lines + [
+                f"tl.atomic_xchg(wslot + {i}, wflag | ({name}.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF), "
+                'sem="relaxed")'
+                for i, (name, _) in enumerate(published)
+            ]
         lines += [f"tl.store(wslot + {i}, {name})" for i, (name, _) in enumerate(published)]
         return lines + [
             "tl.debug_barrier()  # the partials are written before this program arrives",
             f'tl.atomic_add(cnt_ptr + {row}, 1, sem="release")',
+        ]
+
+    def collect_lines(self, published: list, tiles: list[str]) -> list[str]:
+        """Wait until every part of row ``xrow`` has published, then read the partials into ``tiles``
+        (``[1, NPARTS_P2]``; a missing part's lanes hold the value it would publish)."""
+        k = len(published)
+        lines = ["sindex = tl.arange(0, NPARTS_P2)[None, :]", f"sslot = ws_ptr + (xrow * NPARTS + sindex) * {k}"]
+        if not self.flags:
+            lines[:0] = [
+                'arrived = tl.atomic_add(cnt_ptr + xrow, 0, sem="acquire")',
+                "while arrived < NPARTS:  # every part of the row is running (cooperative launch)",
+                '    arrived = tl.atomic_add(cnt_ptr + xrow, 0, sem="acquire")',
+                "tl.debug_barrier()",
+            ]
+            # .cg: from L2, where the other programs' partials are, not this SM's L1
+            return lines + [
+                f"{tile} = tl.load(sslot + {i}, sindex < NPARTS, other={other}, cache_modifier='.cg')"
+                for i, ((_, other), tile) in enumerate(zip(published, tiles, strict=True))
+            ]
+        # volatile: every poll reads L2 afresh; a lane past NPARTS counts as arrived
+        poll = [f"sword{i} = tl.load(sslot + {i}, sindex < NPARTS, other=0, volatile=True)" for i in range(k)]
+        ready = " & ".join(f"((sword{i} >> 32) == sflag)" for i in range(k))
+        poll.append(f"arrived = tl.min(tl.where(sindex < NPARTS, {ready}, True).to(tl.int32))")
+        lines += ["sflag = tl.cast(xrow + 1, tl.int64)", *poll,
+                  "while arrived == 0:  # every part of the row is running (cooperative launch)",
+                  *("    " + ln for ln in poll)]  # fmt: skip
+        return lines + [
+            f"{tile} = tl.where(sindex < NPARTS, (sword{i} & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), "
+            f"{other})"
+            for i, ((_, other), tile) in enumerate(zip(published, tiles, strict=True))
         ]
 
     def row_split_source(self) -> str:
@@ -726,19 +772,7 @@ class TritonKernel(Kernel):
         else:  # this row's partials, published just before the wait (the next row's loads are in flight)
             published, merges = self.row_partials(body)
             body.lines += self.publish_lines(published, "xrow")
-        k = len(published)
-        body.lines += [
-            'arrived = tl.atomic_add(cnt_ptr + xrow, 0, sem="acquire")',
-            "while arrived < NPARTS:  # every part of the row is running (cooperative launch)",
-            '    arrived = tl.atomic_add(cnt_ptr + xrow, 0, sem="acquire")',
-            "tl.debug_barrier()",
-            "sindex = tl.arange(0, NPARTS_P2)[None, :]",
-            f"sslot = ws_ptr + (xrow * NPARTS + sindex) * {k}",
-        ]
-        tiles = [t for _, names in merges for t in names]
-        for i, ((_, other), tile) in enumerate(zip(published, tiles, strict=True)):
-            # .cg: from L2, where the other programs' partials are, not this SM's L1
-            body.lines.append(f"{tile} = tl.load(sslot + {i}, sindex < NPARTS, other={other}, cache_modifier='.cg')")
+        body.lines += self.collect_lines(published, [t for _, names in merges for t in names])
         for what, _ in merges:  # scalars, as the partials: see the docstring
             if isinstance(what, WelfordPair):
                 self.welford_finish(what, body, scalar=True)
@@ -923,12 +957,15 @@ class TritonKernel(Kernel):
         site = self.launch_site(
             self.name, self.xnumel * self.row_parts, self.num_warps(), f", row_split={self.row_parts}"
         )
+        if self.flags:  # the words start as "no row yet"; no counter
+            alloc = [f"    ws_ptr = torch.zeros({size}, dtype=torch.int64, device={device})"]
+        else:
+            alloc = [f"    ws_ptr = torch.empty({size}, dtype=torch.float32, device={device})",
+                     f"    cnt_ptr = torch.zeros({self.xnumel}, dtype=torch.int32, device={device})"]  # fmt: skip
+        ws = ", ".join(w for w, _ in self.ws.values())
         return "\n".join(
-            [site, "", "", f"def launch_{self.name}({names}):",
-             f"    ws_ptr = torch.empty({size}, dtype=torch.float32, device={device})",
-             f"    cnt_ptr = torch.zeros({self.xnumel}, dtype=torch.int32, device={device})",
-             f"    site_{self.name}({names}, ws_ptr, cnt_ptr)"]
-        )  # fmt: skip
+            [site, "", "", f"def launch_{self.name}({names}):", *alloc, f"    site_{self.name}({names}, {ws})"]
+        )
 
     def split_launcher(self) -> str:
         """Allocate the partials (one float per program and reduction), then launch both kernels."""
