@@ -291,6 +291,7 @@ SWEEP_XLONG = [
     {"ROW_SPLIT_FLAGS": True},  # flagged partials: no counter, no release fence, one trip to L2 a poll
     {"ROW_SPLIT_FLAGS": True, "ROW_SPLIT_PART": 4096},
     {"ROW_SPLIT_FLAGS": True, "ROW_SPLIT_AHEAD": False},
+    {"BALANCED_ROUNDS": False},  # as many row groups as fit (launcher), the last round part-empty
     {"ROW_SPLIT": False},  # looped: RBLOCK 4096, 4 a thread, 32 warps, the output pass walking backwards
     {"ROW_SPLIT": False, "LOOPED_REVERSE_LAST": False},  # ... walking forwards
     {"ROW_SPLIT": False, "PERSISTENT_RNUMEL": 65536},  # the row in registers: 64 a thread at 32 warps
@@ -313,17 +314,20 @@ SWEEP = {
 
 @contextlib.contextmanager
 def _tiling(**constants):
-    """course_lib's Triton tiling constants set for the duration (read at code generation)."""
+    """course_lib's Triton tiling constants (read at code generation) and launcher constants (read at a
+    site's first launch) set for the duration."""
+    from course_lib.inductor import launcher
     from course_lib.inductor.codegen import triton as tcg
 
-    old = {k: getattr(tcg, k) for k in constants}
+    owner = {k: tcg if hasattr(tcg, k) else launcher for k in constants}
+    old = {k: getattr(owner[k], k) for k in constants}
     for k, v in constants.items():
-        setattr(tcg, k, v)
+        setattr(owner[k], k, v)
     try:
         yield
     finally:
         for k, v in old.items():
-            setattr(tcg, k, v)
+            setattr(owner[k], k, v)
 
 
 @contextlib.contextmanager

@@ -401,9 +401,17 @@ def _row_split_site(kernel, resident, rows=300, parts=8):
                         num_warps=16, runtime=CoopRuntime(resident), row_split=parts)  # fmt: skip
 
 
-@pytest.mark.parametrize(("resident", "rows", "grid"), [(264, 300, 264), (270, 300, 264), (4000, 300, 2400)])
-def test_a_row_split_grid_is_whole_row_groups_the_gpu_holds(resident, rows, grid):
-    """264 programs resident: 33 groups of 8; 270: still 33; more than the rows need: one group a row."""
+@pytest.mark.parametrize(
+    ("resident", "rows", "grid", "balanced"),
+    [(264, 300, 264, False), (270, 300, 264, False), (264, 300, 240, True), (264, 1024, 256, True),
+     (264, 1023, 264, True), (4000, 300, 2400, True)],
+)  # fmt: skip
+def test_a_row_split_grid_is_whole_row_groups_the_gpu_holds(resident, rows, grid, balanced, monkeypatch):
+    """264 programs resident: 33 groups of 8; 270: still 33; more than the rows need: one group a row.
+    Balanced (BALANCED_ROUNDS), the fewest groups that take as many rounds: 300 rows over 33 groups is
+    10 rounds, which 30 groups also take; 1024 rows 32 rounds (32 groups); 1023 rows are 31 full rounds
+    of 33."""
+    monkeypatch.setattr(launcher, "BALANCED_ROUNDS", balanced)
     kernel = FakeKernel()
     site = _row_split_site(kernel, resident, rows)
     site(FakeTensor(4096), FakeTensor(8192))
@@ -412,11 +420,12 @@ def test_a_row_split_grid_is_whole_row_groups_the_gpu_holds(resident, rows, grid
 
 
 def test_a_refused_cooperative_grid_is_halved_until_it_fits():
-    """The occupancy estimate said 264; CUDA holds 100: 264 -> 128 -> 64 programs (whole groups of 8)."""
+    """The occupancy estimate said 264 (for 300 rows: 240, balanced); CUDA holds 100: 240 -> 120 -> 56
+    programs (whole groups of 8)."""
     kernel = TooLargeKernel(limit=100)
     site = _row_split_site(kernel, 264)
     site(FakeTensor(4096), FakeTensor(8192))
-    assert [c[0] for c in kernel.calls] == [(64, 1, 1)] and site.grid == (64, 1, 1)
+    assert [c[0] for c in kernel.calls] == [(56, 1, 1)] and site.grid == (56, 1, 1)
 
 
 def test_a_row_split_with_no_room_for_its_parts_says_so():
