@@ -1568,6 +1568,60 @@ def test_autograd_function_backward_that_returns_none_gives_none():
     torch.testing.assert_close(got[0], want[0])
 
 
+class _KeptOnCtx(torch.autograd.Function):
+    """setup_context style, called with a keyword; keeps a tensor, a shape and a number as ``ctx``
+    attributes and saves a None; its backward is not the forward's derivative (x's gradient halved)."""
+
+    @staticmethod
+    def forward(x, w, scale=2.0):
+        return (x * w).sum(-1) * scale
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, w, scale = inputs
+        ctx.w, ctx.shape, ctx.scale = w, x.shape, scale
+        ctx.save_for_backward(x, None)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, nothing = ctx.saved_tensors
+        assert nothing is None
+        gx = (g.unsqueeze(-1) * ctx.w).expand(ctx.shape) * ctx.scale
+        return gx * 0.5, (g.unsqueeze(-1) * x).sum(0) * ctx.scale, None
+
+
+def _kept_on_ctx_model(x, w, mask):
+    return _KeptOnCtx.apply(x.tanh().sum(0), w[0], scale=3.0).pow(2).sum() + (x * mask).sum()
+
+
+def _no_grad_for_y_model(x, w, mask):
+    return _NoGradForY.apply(x[0, :2], w[:2].exp()).sum()
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("fn", [_functions_model, _kept_on_ctx_model, _no_grad_for_y_model])
+def test_autograd_function_in_a_plain_function_keeps_its_backward(fn, seed):
+    """``aot_function`` without Dynamo: the function calls ``Function.apply`` while it is traced. The
+    trace of plain tensors recorded the forward's ops and differentiated them: the straight-through
+    ``round`` gave 0 and x's gradient was off by up to 4.5. Now each call is the course's custom op,
+    with the class's own forward and backward, as a Dynamo graph's are; a backward that returns None
+    gives None. Float64 against eager; ``Function.apply`` is itself again afterwards."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(3, 4, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(4, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    mask = torch.rand(3, 4, 4, generator=g) > 0.3
+    want = torch.autograd.grad(fn(x, w, mask), (x, w), allow_unused=True)
+    got = torch.autograd.grad(aot.aot_function(fn)(x, w, mask), (x, w), allow_unused=True)
+    for a, b in zip(got, want, strict=True):
+        assert (a is None) == (b is None)
+        if b is not None:
+            torch.testing.assert_close(a, b)
+    assert torch.autograd.Function.__dict__["apply"] is _ORIGINAL_APPLY
+
+
+_ORIGINAL_APPLY = torch.autograd.Function.__dict__["apply"]
+
+
 class _ReassignsBuffer(torch.nn.Module):
     """CTRL's forward: ``self.pos_encoding = self.pos_encoding.to(device, dtype)``, a no-op ``to``
     whose result is written back into the module."""

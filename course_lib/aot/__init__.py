@@ -13,6 +13,8 @@ API::
     aot_function(fn, fw_compiler=None, bw_compiler=None, partition_method="default") -> callable
     aot_compile(fn, args, fw_compiler=None, bw_compiler=None) -> torch.autograd.Function (no cache)
         a compiler is ``compiler(graph, example_inputs) -> callable``; None runs the graph's Python code
+        a torch.autograd.Function that ``fn`` calls keeps its author's backward, with Dynamo or without
+        (course_lib.aot.autograd_function: one custom op per call)
     functionalize(fn, *args) -> Functionalized  .fn (pure: outputs, then updated inputs) .mutated
         .before (ATen graph with its in-place ops) .graph(*args) (the functional one) .rewrites
     functionalize_graph(aten_graph, *args) -> Functionalized   the same rewrite of a graph traced already

@@ -32,7 +32,7 @@ import torch.utils._pytree as pytree
 
 from course_lib import compat, decomp
 from course_lib.aot import autograd_function
-from course_lib.aot.autograd_function import inline_autograd_functions
+from course_lib.aot.autograd_function import capture_autograd_functions, inline_autograd_functions
 from course_lib.aot.rules import (
     DERIVATIVES,
     ZERO_FORMULA,
@@ -474,6 +474,8 @@ def joint_graph(fn: Callable, *args: Any, wrt: list[int] | None = None) -> Joint
     """
     if isinstance(fn, torch.fx.GraphModule):  # a Dynamo graph: its autograd.Functions keep their backwards
         fn = inline_autograd_functions(fn)
+    else:  # a plain function calls Function.apply itself: each call becomes the same custom op
+        fn = capture_autograd_functions(fn)
     table, borrowed, formulas = decomp.DECOMPOSITIONS, [], []
     via: dict[str, str] = {}  # borrowed op -> the op whose entry called it (_unsafe_index from reflection_pad1d)
 
