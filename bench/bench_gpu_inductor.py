@@ -291,6 +291,7 @@ SWEEP_XLONG = [
     {"ROW_SPLIT_FLAGS": True},  # flagged partials: no counter, no release fence, one trip to L2 a poll
     {"ROW_SPLIT_FLAGS": True, "ROW_SPLIT_PART": 4096},
     {"ROW_SPLIT_FLAGS": True, "ROW_SPLIT_AHEAD": False},
+    {"ROW_SPLIT_FLAGS": True, "ROW_SPLIT_MAXNREG": 64},  # two programs an SM, whatever ptxas would take
     {"BALANCED_ROUNDS": False},  # as many row groups as fit (launcher), the last round part-empty
     {"ROW_SPLIT": False},  # looped: RBLOCK 4096, 4 a thread, 32 warps, the output pass walking backwards
     {"ROW_SPLIT": False, "LOOPED_REVERSE_LAST": False},  # ... walking forwards

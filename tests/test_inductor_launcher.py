@@ -376,6 +376,7 @@ class CoopRuntime(FakeRuntime):
 
     def compile(self, kernel, args, kwargs):
         assert kwargs["launch_cooperative_grid"] is True and kwargs["num_warps"] == 16
+        self.asked = kwargs
         return "binary"
 
     def resident_programs(self, compiled, num_warps):
@@ -417,6 +418,18 @@ def test_a_row_split_grid_is_whole_row_groups_the_gpu_holds(resident, rows, grid
     site(FakeTensor(4096), FakeTensor(8192))
     ((launched, _, kwargs),) = kernel.calls
     assert launched == (grid, 1, 1) and kwargs["launch_cooperative_grid"] is True
+
+
+def test_a_register_cap_reaches_the_compile_and_the_launch():
+    """``maxnreg`` (codegen.triton.ROW_SPLIT_MAXNREG) is one of Triton's compile options: the site asks
+    for it when it sizes the grid and when it launches, so the occupancy it sizes by is the capped one."""
+    kernel = FakeKernel()
+    site = DirectLaunch(kernel, grid=(2400,), ints=(300, 65536), constexprs={"XBLOCK": 1, "RBLOCK": 8192},
+                        num_warps=16, runtime=CoopRuntime(264), row_split=8, maxnreg=64)  # fmt: skip
+    site(FakeTensor(4096), FakeTensor(8192))
+    ((_, _, kwargs),) = kernel.calls
+    assert kwargs["maxnreg"] == 64 and kwargs["launch_cooperative_grid"] is True
+    assert site.runtime.asked["maxnreg"] == 64
 
 
 def test_a_refused_cooperative_grid_is_halved_until_it_fits():

@@ -106,6 +106,17 @@ def test_welford_and_softmax_partials_merge_like_the_rows_lanes(split):
 
 
 @interpreter
+def test_a_register_cap_is_written_into_the_launch_site(split, monkeypatch):
+    """ROW_SPLIT_MAXNREG: the site passes ``maxnreg`` to Triton (ptxas's register cap); without it, none."""
+    x, w, b = torch.randn(7, 37), torch.randn(37), torch.randn(37)
+    assert "maxnreg" not in _compile(_layernorm, x, w, b).kernel_code
+    monkeypatch.setattr(tcg, "ROW_SPLIT_MAXNREG", 64)
+    c = _compile(_layernorm, x, w, b)
+    assert "row_split=1, maxnreg=64)" in c.kernel_code, c.kernel_code
+    torch.testing.assert_close(c(x, w, b)[0], _layernorm(x, w, b)[0], rtol=1e-5, atol=1e-5)
+
+
+@interpreter
 def test_several_parts_a_row_refuse_to_run_in_the_interpreter(split, monkeypatch):
     """Parts of 16: a 37-row needs 3 programs waiting for each other. On the CPU the launch says why
     it cannot run instead of spinning forever."""

@@ -129,7 +129,7 @@ class DirectLaunch:
     """
 
     def __init__(self, kernel, grid: tuple, ints: tuple = (), constexprs: dict | None = None, num_warps: int = 4,
-                 runtime=None, row_split: int = 0):  # fmt: skip
+                 runtime=None, row_split: int = 0, maxnreg: int = 0):  # fmt: skip
         self.kernel = kernel
         self.grid = tuple(grid) + (1,) * (3 - len(grid))  # (gx, gy, gz), as the C launcher takes it
         # A row split (codegen.triton.ROW_SPLIT): ``row_split`` programs a row wait for each other, so
@@ -137,6 +137,8 @@ class DirectLaunch:
         # launched cooperatively, which CUDA refuses rather than start more than that.
         self.row_split = row_split
         self.options = {"launch_cooperative_grid": True} if row_split else {}
+        if maxnreg:  # registers a thread, at most (codegen.triton.ROW_SPLIT_MAXNREG)
+            self.options["maxnreg"] = maxnreg
         self._sized = not row_split
         self.ints = tuple(ints)
         self.constexprs = dict(constexprs or {})

@@ -199,6 +199,10 @@ ROW_SPLIT_WARPS = 0  # warps a part; 0: reduction_warps(RBLOCK), 16 for parts of
 # counter costs a release fence, the counter's poll and then a second trip for the partials. The words
 # start at 0 ("no row yet"), zeroed every call in place of the counter.
 ROW_SPLIT_FLAGS = False
+# A cap on a row split's registers a thread (ptxas's -maxrregcount; 0: none). Two 16-warp programs fit an SM
+# at 64 or fewer. Triton 3.6 gives the flagged layer norm 87 (one program an SM); capped at 64 it spills
+# 24 bytes (bench/compile_other_triton.py).
+ROW_SPLIT_MAXNREG = 0
 ROW_SPLIT_MAX_PARTS = 32  # longer rows (past 262144 elements) stay looped
 PROGRAM_TILE = 4096  # elements one program's tile holds: short rows are packed XBLOCK rows a program
 # A whole-tensor reduction (one output: a loss's mean, cross entropy's sum over rows) is split: up to
@@ -954,8 +958,9 @@ class TritonKernel(Kernel):
         names = ", ".join(self.ptrs.values())
         device = f"{next(iter(self.ptrs.values()))}.device"
         size = self.xnumel * self.row_parts * self.row_values()
+        cap = f", maxnreg={ROW_SPLIT_MAXNREG}" if ROW_SPLIT_MAXNREG else ""
         site = self.launch_site(
-            self.name, self.xnumel * self.row_parts, self.num_warps(), f", row_split={self.row_parts}"
+            self.name, self.xnumel * self.row_parts, self.num_warps(), f", row_split={self.row_parts}{cap}"
         )
         if self.flags:  # the words start as "no row yet"; no counter
             alloc = [f"    ws_ptr = torch.zeros({size}, dtype=torch.int64, device={device})"]
