@@ -272,8 +272,9 @@ def _matches_at_lengths(fn, codegen, lengths):
     torch._dynamo.reset()
     record = []
     compiled = torch.compile(fn, backend=lambda gm, ex: ind.compile_fx(gm, ex, codegen=codegen, record=record))
+    device = "cuda" if codegen == "triton" and torch.cuda.is_available() else "cpu"  # else the interpreter's
     for n in lengths:
-        x = torch.randn(2, n, 3)
+        x = torch.randn(2, n, 3, device=device)
         got, want = compiled(x), fn(x)
         assert [tuple(t.shape) for t in got] == [tuple(t.shape) for t in want], n
         _assert_matches(got, want)
@@ -429,9 +430,9 @@ def test_triton_size_expressions_floor_like_python_under_truncating_division():
 
 def sizes_as_values(x):
     """A length used as a value: a tensor filled with it, a 0-dim tensor of it, an ``alpha`` of it."""
-    n = x.shape[1]
-    return (x + torch.full((2, 1, 3), n, dtype=torch.float32), torch.full((4,), n) * 2,
-            torch.add(x, x, alpha=n), x.sum(1) / torch.scalar_tensor(n))  # fmt: skip
+    n, d = x.shape[1], x.device
+    return (x + torch.full((2, 1, 3), n, dtype=torch.float32, device=d), torch.full((4,), n, device=d) * 2,
+            torch.add(x, x, alpha=n), x.sum(1) / torch.scalar_tensor(n, device=d))  # fmt: skip
 
 
 @pytest.mark.parametrize("codegen", ["cpp", "triton"])

@@ -102,9 +102,11 @@ def div_scalar(x: Tensor, other: float) -> Tensor:
 
 @register(aten.copy.default, complex_ok=True)
 def copy(dst: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
-    """``dst.copy_(src)`` without the write: src, in dst's dtype, broadcast to dst's shape."""
-    if src.dtype != dst.dtype:
-        src = aten._to_copy.default(src, dtype=dst.dtype)
+    """``dst.copy_(src)`` without the write: src, in dst's dtype and on dst's device, broadcast to dst's
+    shape. (``y[:, 0] = 5.0`` on a CUDA tensor copies from a 0-dim CPU constant, which an op may mix with
+    CUDA tensors; broadcast to ``[4, 3]`` first, it is a CPU tensor that no CUDA op takes.)"""
+    if src.dtype != dst.dtype or src.device != dst.device:
+        src = aten._to_copy.default(src, dtype=dst.dtype, device=dst.device)
     return aten.expand.default(src, list(dst.shape)) if list(src.shape) != list(dst.shape) else src
 
 
