@@ -283,16 +283,18 @@ SWEEP_LONG = [
     {**LOOPED, "LOOPED_EVICTION": False},
 ]
 SWEEP_XLONG = [
-    {},  # row split: 8 parts of 8192, 16 warps, the next row's partials published before the wait
+    {},  # row split: 8 parts of 8192, 16 warps, the next row's partials published before the wait, flagged
+    # partials where a part publishes at most 2 values (softmax), the counter otherwise (layer norm)
     {"ROW_SPLIT_PART": 4096},  # 16 parts, 8 warps
     {"ROW_SPLIT_PART": 16384},  # 4 parts, 32 warps
     {"ROW_SPLIT_WARPS": 32},  # parts of 8192 at 32 warps, 8 a thread
     {"ROW_SPLIT_AHEAD": False},  # this row's partials published just before the wait
-    {"ROW_SPLIT_FLAGS": True},  # flagged partials: no counter, no release fence, one trip to L2 a poll
-    {"ROW_SPLIT_FLAGS": True, "ROW_SPLIT_PART": 4096},
-    {"ROW_SPLIT_FLAGS": True, "ROW_SPLIT_AHEAD": False},
-    {"ROW_SPLIT_FLAGS": True, "ROW_SPLIT_MAXNREG": 64},  # two programs an SM, whatever ptxas would take
-    {"BALANCED_ROUNDS": False},  # as many row groups as fit (launcher), the last round part-empty
+    {"ROW_SPLIT_AHEAD": False, "ROW_SPLIT_FLAGS": False},
+    {"ROW_SPLIT_FLAGS": False},  # the counter for every kernel (flags: softmax's 2 values, not layer norm's 3)
+    {"ROW_SPLIT_FLAGS_MAX_VALUES": 3},  # flagged partials for layer norm too
+    {"ROW_SPLIT_FLAGS_MAX_VALUES": 3, "ROW_SPLIT_MAXNREG": 64},  # ... capped: two programs an SM
+    {"ROW_SPLIT_FLAGS_MAX_VALUES": 3, "ROW_SPLIT_PART": 4096},
+    {"BALANCED_ROUNDS": True},  # the fewest row groups that take as many rounds (launcher)
     {"ROW_SPLIT": False},  # looped: RBLOCK 4096, 4 a thread, 32 warps, the output pass walking backwards
     {"ROW_SPLIT": False, "LOOPED_REVERSE_LAST": False},  # ... walking forwards
     {"ROW_SPLIT": False, "PERSISTENT_RNUMEL": 65536},  # the row in registers: 64 a thread at 32 warps

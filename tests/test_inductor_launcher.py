@@ -433,12 +433,11 @@ def test_a_register_cap_reaches_the_compile_and_the_launch():
 
 
 def test_a_refused_cooperative_grid_is_halved_until_it_fits():
-    """The occupancy estimate said 264 (for 300 rows: 240, balanced); CUDA holds 100: 240 -> 120 -> 56
-    programs (whole groups of 8)."""
+    """The occupancy estimate said 264; CUDA holds 100: 264 -> 128 -> 64 programs (whole groups of 8)."""
     kernel = TooLargeKernel(limit=100)
     site = _row_split_site(kernel, 264)
     site(FakeTensor(4096), FakeTensor(8192))
-    assert [c[0] for c in kernel.calls] == [(56, 1, 1)] and site.grid == (56, 1, 1)
+    assert [c[0] for c in kernel.calls] == [(64, 1, 1)] and site.grid == (64, 1, 1)
 
 
 def test_a_row_split_with_no_room_for_its_parts_says_so():

@@ -77,6 +77,7 @@ def test_one_part_a_row_runs_the_whole_kernel_in_the_interpreter(split, monkeypa
     words that carry their row's number."""
     monkeypatch.setattr(tcg, "ROW_SPLIT_AHEAD", ahead)
     monkeypatch.setattr(tcg, "ROW_SPLIT_FLAGS", flags)
+    monkeypatch.setattr(tcg, "ROW_SPLIT_FLAGS_MAX_VALUES", 8)  # every kernel here, when on
     torch.manual_seed(0)
     x, w, b = torch.randn(7, 37) * 2 + 0.5, torch.randn(37), torch.randn(37)
     c = _compile(fn, x, w, b)
@@ -138,6 +139,7 @@ def test_several_parts_a_row_compile_for_sm_90(split, monkeypatch, ahead, flags)
     monkeypatch.setattr(tcg, "ROW_SPLIT_PART", 16)
     monkeypatch.setattr(tcg, "ROW_SPLIT_AHEAD", ahead)
     monkeypatch.setattr(tcg, "ROW_SPLIT_FLAGS", flags)
+    monkeypatch.setattr(tcg, "ROW_SPLIT_FLAGS_MAX_VALUES", 8)  # every kernel here, when on
     x, w, b = torch.randn(2, 37), torch.randn(37), torch.randn(37)
     stages = tcg.compile_to_ptx(_compile(_layernorm, x, w, b), "sm_90", aligned=False)
     (stage,) = stages.values()
@@ -185,6 +187,7 @@ def test_long_rows_on_the_gpu_match_eager(n, ahead, flags, monkeypatch):
     graph saves them) against eager, the grid no larger than what the GPU holds at once."""
     monkeypatch.setattr(tcg, "ROW_SPLIT_AHEAD", ahead)
     monkeypatch.setattr(tcg, "ROW_SPLIT_FLAGS", flags)
+    monkeypatch.setattr(tcg, "ROW_SPLIT_FLAGS_MAX_VALUES", 8)  # every kernel here, when on
     torch.manual_seed(0)
     x = torch.randn(300, n, device="cuda") * 3 + 1
     w, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")

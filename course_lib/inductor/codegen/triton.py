@@ -197,8 +197,14 @@ ROW_SPLIT_WARPS = 0  # warps a part; 0: reduction_warps(RBLOCK), 16 for parts of
 # bits, written by a relaxed atomic exchange (one indivisible write). A waiting part reads the row's words
 # until every one carries the row's number, and has the values with them: one trip to L2 a poll, where the
 # counter costs a release fence, the counter's poll and then a second trip for the partials. The words
-# start at 0 ("no row yet"), zeroed every call in place of the counter.
-ROW_SPLIT_FLAGS = False
+# start at 0 ("no row yet"), zeroed every call in place of the counter. Each polled word is 64 bits, so a
+# part that publishes more values needs more registers in the wait: rows of 65536 on an H100 (triton 3.6,
+# bench_gpu_inductor's sweep, 2026-12-07), fraction of copy bandwidth, counter -> flags: softmax (2 values)
+# 0.870 -> 0.907 at 63-64 registers; layer norm (3: mean, M2, count) 0.858 -> 0.717, at 87 registers one
+# 16-warp program an SM fits instead of two (capped at 64, ROW_SPLIT_MAXNREG: 0.846, 6 B spilled). So flags
+# where a part publishes at most ROW_SPLIT_FLAGS_MAX_VALUES values.
+ROW_SPLIT_FLAGS = True
+ROW_SPLIT_FLAGS_MAX_VALUES = 2
 # A cap on a row split's registers a thread (ptxas's -maxrregcount; 0: none). Two 16-warp programs fit an SM
 # at 64 or fewer. Triton 3.6 gives the flagged layer norm 87 (one program an SM); capped at 64 it spills
 # 24 bytes (bench/compile_other_triton.py).
@@ -439,7 +445,7 @@ class TritonKernel(Kernel):
             if parts <= ROW_SPLIT_MAX_PARTS:
                 self.row_parts = parts
                 self.rblock = next_pow2(-(-self.rnumel // parts))
-                self.flags = ROW_SPLIT_FLAGS
+                self.flags = ROW_SPLIT_FLAGS and self.row_values() <= ROW_SPLIT_FLAGS_MAX_VALUES
                 self.ws = {"partials": ("ws_ptr", "int64")} if self.flags else \
                     {"partials": ("ws_ptr", "float32"), "arrivals": ("cnt_ptr", "int32")}  # fmt: skip
         if self.split:
