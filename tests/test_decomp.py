@@ -213,3 +213,17 @@ def test_as_strided_of_a_permuted_tensor_counts_strides_in_its_memory():
     graph = decomp.trace(fn, x)
     assert "aten.as_strided.default" not in decomp.non_primitive(graph)
     torch.testing.assert_close(graph(x), fn(x), rtol=0, atol=0)
+
+
+def test_copy_moves_the_source_to_the_destination_device():
+    """``y[:, 0] = 5.0`` on a CUDA tensor copies from a 0-dim CPU constant. The course's functional
+    ``copy`` broadcast that constant to the slice's shape first, and a ``[4, 3]`` CPU tensor then met
+    CUDA tensors in ``where`` (the CUDA case of the in-place activation test failed on a GPU). The
+    source now takes the destination's device, as ``copy_`` does; ``meta`` stands in for CUDA here."""
+    from course_lib.decomp.models import copy
+
+    dst, src = torch.empty(4, 3, device="meta"), torch.tensor(5.0)
+    out = copy(dst, src)
+    assert out.device == dst.device and out.dtype == dst.dtype and tuple(out.shape) == (4, 3)
+    same = copy(torch.zeros(4, 3), torch.tensor(5.0))  # same device: values broadcast, as before
+    torch.testing.assert_close(same, torch.full((4, 3), 5.0))

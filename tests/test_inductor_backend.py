@@ -155,6 +155,21 @@ def test_torch_aot_path_still_available():
     assert [k for k, _ in record] == ["compiled"]
 
 
+def test_compiled_triton_on_cpu_tensors_falls_back_with_the_reason(monkeypatch):
+    """On a GPU machine, ``codegen="triton"`` with CPU tensors would build kernels that the first launch
+    refuses ("Pointer argument cannot be accessed from Triton"); the graph runs in eager instead, and
+    the record says why. (Triton's interpreter, ``TRITON_INTERPRET=1`` as on this CPU, runs them.)"""
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    compat.dynamo_reset()
+    record = []
+    with torch.no_grad():
+        f = torch.compile(lambda x: torch.softmax(x, -1),
+                          backend=lambda gm, ex: ind.compile_fx(gm, ex, codegen="triton", record=record))  # fmt: skip
+        x = _r(4, 8)
+        torch.testing.assert_close(f(x), torch.softmax(x, -1))
+    assert [k for k, _ in record] == ["fallback"] and "need CUDA tensors" in record[0][1], record
+
+
 def test_inference_compiles_forward_only():
     compat.dynamo_reset()
     record = []
