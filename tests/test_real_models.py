@@ -229,6 +229,15 @@ def test_tiny_inputs_for_classification_heads():
     assert inputs["input_values"].shape == (2, ast.config.max_length, ast.config.num_mel_bins)
 
 
+def test_a_config_with_languages_and_no_default_gets_the_first():
+    """X-MOD has one adapter a language; its default config names none, and eager refused ids without
+    ``lang_ids``. tiny() picks the first listed language, and the model then runs."""
+    model, inputs = real_models.build("masked_lm:xmod")
+    assert model.config.default_language == model.config.languages[0]
+    with torch.no_grad():
+        assert torch.isfinite(model(**inputs).logits).all()
+
+
 def test_classification_heads_match_eager(strict):
     """Heads the LM sweeps never ran: a decoder-only classifier pools at each row's last token before
     padding (an argmax over positions, then an index per row), BART's pools at its eos tokens (a

@@ -514,6 +514,9 @@ def tiny(model_type: str, task: str = "causal_lm") -> RealModel:
         config._attn_implementation = "eager"
         if getattr(config, "classifier_dropout", None) is None:  # a head's dropout falls back to 0.1 on None
             config.classifier_dropout = 0.0
+        if getattr(config, "languages", None) and getattr(config, "default_language", "") is None:
+            # one adapter a language and none named the default (X-MOD): eager refuses ids without lang_ids
+            config.default_language = config.languages[0]
         text = config.get_text_config()  # a multimodal config keeps its token ids there (Qwen3.5)
         if task == "sequence_classification" and getattr(text, "pad_token_id", 0) is None:
             # a decoder-only classifier pools at each row's last token before padding: it needs a pad id
