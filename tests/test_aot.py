@@ -1622,6 +1622,27 @@ def test_autograd_function_in_a_plain_function_keeps_its_backward(fn, seed):
 _ORIGINAL_APPLY = torch.autograd.Function.__dict__["apply"]
 
 
+@pytest.mark.parametrize("reentrant", [True, False])
+def test_checkpointed_function_in_a_plain_function_trains_like_eager(reentrant):
+    """``torch.utils.checkpoint`` inside ``aot_function``, no Dynamo. Reentrant checkpointing is a
+    Function whose forward runs the block under ``no_grad``: traced as it stands, the block's output
+    had no gradient ("element 0 of tensors does not require grad"). The trace now calls the block;
+    what to recompute is the partitioner's choice."""
+    import torch.utils.checkpoint as ckpt
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 4).double()
+
+    def f(x):
+        return ckpt.checkpoint(lambda t: lin(t).tanh(), x, use_reentrant=reentrant).pow(2).sum()
+
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    f(x).backward()  # (eager's reentrant checkpoint refuses autograd.grad)
+    want, x.grad = x.grad, None
+    aot.aot_function(f)(x).backward()  # it differentiates its inputs: the weights are constants there
+    torch.testing.assert_close(x.grad, want)
+
+
 class _ReassignsBuffer(torch.nn.Module):
     """CTRL's forward: ``self.pos_encoding = self.pos_encoding.to(device, dtype)``, a no-op ``to``
     whose result is written back into the module."""

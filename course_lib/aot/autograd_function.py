@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.utils.checkpoint
 
 __all__ = ["autograd_function", "capture_autograd_functions", "inline_autograd_functions"]
 
@@ -319,11 +320,16 @@ _open = 0  # captures open in any thread: Function.apply is replaced while there
 
 
 def _dispatch_apply(cls, *args, **kwargs):
-    # torch's own Functions (reentrant checkpointing: its backward reruns the forward under autograd
-    # and restores RNG state) exist for memory, not for another derivative: traced through, as Dynamo
-    # does not hand them over as autograd_function_apply either. Another thread's: as eager runs them.
-    if getattr(_thread, "depth", 0) and not cls.__module__.startswith("torch."):
-        return _apply_captured(cls, *args, **kwargs)
+    # torch's own Functions exist for memory, not for another derivative: traced through, as Dynamo does
+    # not hand them over as autograd_function_apply either. Reentrant checkpointing is its function called
+    # (its forward runs it under no_grad, which the trace would keep, and its backward reruns it under
+    # autograd); what to save or recompute is the partitioner's choice. Another thread's: as eager runs them.
+    if getattr(_thread, "depth", 0):
+        if cls is torch.utils.checkpoint.CheckpointFunction:
+            run_function, _preserve_rng_state, *inputs = args
+            return run_function(*inputs)
+        if not cls.__module__.startswith("torch."):
+            return _apply_captured(cls, *args, **kwargs)
     return _ORIGINAL_APPLY.__func__(cls, *args, **kwargs)
 
 
