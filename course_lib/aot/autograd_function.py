@@ -234,8 +234,10 @@ class _Captured:
         return args
 
     def fwd(self, *tensors):
+        from course_lib.aot.joint import _differentiable  # (joint imports this module)
+
         args = self.full(tensors)
-        ctx = _Ctx(tuple(isinstance(a, torch.Tensor) and _differentiable(a) for a in args))
+        ctx = _Ctx(tuple(_differentiable(a) for a in args))
         if _has_setup_context(self.cls):
             out = self.cls.forward(*args)
             self.cls.setup_context(ctx, tuple(args), out)
@@ -269,10 +271,6 @@ class _Captured:
         got = self.cls.backward(ctx, *grads)
         got = list(got) if isinstance(got, (tuple, list)) else [got]
         return [got[i] if i < len(got) else None for i in self.where]  # the tensors' gradients only
-
-
-def _differentiable(t: torch.Tensor) -> bool:
-    return t.is_floating_point() or t.is_complex()
 
 
 def _has_setup_context(cls) -> bool:
