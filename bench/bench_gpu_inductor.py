@@ -269,7 +269,8 @@ def _measure(smoke: bool) -> dict:
 #: LOOPED_ELEMENTS_PER_THREAD a thread (warps = RBLOCK / 32 / that), with and without eviction hints.
 #: Rows of 65536 (``*_xlong``) are split over 8 programs of a cooperative launch (ROW_SPLIT, parts of
 #: ROW_SPLIT_PART elements): against parts of 4096 or 16384, 32 warps a part, publishing just before the
-#: wait (ROW_SPLIT_AHEAD off), flagged partials (ROW_SPLIT_FLAGS), and the looped kernel (ROW_SPLIT off), its
+#: wait (ROW_SPLIT_AHEAD off), flagged partials or the counter (each site's choice by occupancy, forced by
+#: ROW_SPLIT_CHOICE, or the counter alone: ROW_SPLIT_FLAGS off), and the looped kernel (ROW_SPLIT off), its
 #: output pass walking backwards or forwards (LOOPED_REVERSE_LAST), and the row in registers (it spills).
 #: Cross entropy: its loss kernel (16384 per-row terms to one number) split into 32 partials
 #: (committed) or 128, or as one persistent program (ONE_ROW_PERSISTENT_RNUMEL raised).
@@ -283,21 +284,18 @@ SWEEP_LONG = [
     {**LOOPED, "LOOPED_EVICTION": False},
 ]
 SWEEP_XLONG = [
-    {},  # row split: 8 parts of 8192, 16 warps, the next row's partials published before the wait, flagged
-    # partials where a part publishes at most 2 values (softmax), the counter otherwise (layer norm)
+    {},  # row split: 8 parts of 8192, 16 warps, the next row's partials published before the wait; each site
+    # compiles both protocols and keeps flagged partials unless they fit fewer programs than the counter
+    {"ROW_SPLIT_CHOICE": 0},  # flagged partials, whatever their occupancy
+    {"ROW_SPLIT_FLAGS": False},  # the counter alone
     {"ROW_SPLIT_PART": 4096},  # 16 parts, 8 warps
+    {"ROW_SPLIT_PART": 4096, "ROW_SPLIT_FLAGS": False},
     {"ROW_SPLIT_PART": 16384},  # 4 parts, 32 warps
-    {"ROW_SPLIT_WARPS": 32},  # parts of 8192 at 32 warps, 8 a thread
     {"ROW_SPLIT_AHEAD": False},  # this row's partials published just before the wait
-    {"ROW_SPLIT_AHEAD": False, "ROW_SPLIT_FLAGS": False},
-    {"ROW_SPLIT_FLAGS": False},  # the counter for every kernel (flags: softmax's 2 values, not layer norm's 3)
-    {"ROW_SPLIT_FLAGS_MAX_VALUES": 3},  # flagged partials for layer norm too
-    {"ROW_SPLIT_FLAGS_MAX_VALUES": 3, "ROW_SPLIT_MAXNREG": 64},  # ... capped: two programs an SM
-    {"ROW_SPLIT_FLAGS_MAX_VALUES": 3, "ROW_SPLIT_PART": 4096},
+    {"ROW_SPLIT_CHOICE": 0, "ROW_SPLIT_MAXNREG": 64},  # flags, capped: two programs an SM
     {"BALANCED_ROUNDS": True},  # the fewest row groups that take as many rounds (launcher)
     {"ROW_SPLIT": False},  # looped: RBLOCK 4096, 4 a thread, 32 warps, the output pass walking backwards
     {"ROW_SPLIT": False, "LOOPED_REVERSE_LAST": False},  # ... walking forwards
-    {"ROW_SPLIT": False, "PERSISTENT_RNUMEL": 65536},  # the row in registers: 64 a thread at 32 warps
 ]
 SWEEP = {
     "layernorm_long": SWEEP_LONG,
@@ -351,6 +349,8 @@ def _kernel_resources():
             try:
                 found[name] = {**compat.triton_kernel_resources(compiled), "num_warps": site.num_warps,
                                "grid": site.grid[0]}  # fmt: skip
+                if "FLAGS" in site.constexprs:  # a row split's protocol, as the site chose it
+                    found[name]["flags"] = site.constexprs["FLAGS"]
             except Exception as exc:  # an unknown Triton: say so, keep measuring
                 found[name] = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
         return compiled

@@ -9,6 +9,7 @@ of a tensor of 1024 elements or more, which go through shared memory):
 
     .venv/bin/python bench/compile_other_triton.py --python /tmp/t36/bin/python [--row-split] [softmax_xlong ...]
         [ROW_SPLIT_AHEAD=1 ROW_SPLIT_WARPS=32 ...]   (codegen/triton.py constants, set before generating)
+        [--dump DIR]   (each kernel's Triton source, TTGIR and PTX, as DIR/<workload>.{py,ttgir,ptx})
 
 Step one (this Python) generates the kernels for the workloads of bench_gpu_inductor.py (8 rows, the real
 row lengths) and writes their sources and signatures to a JSON file; step two (the other Python, run as
@@ -57,13 +58,16 @@ def generate(names, row_split: bool, constants: dict | None = None) -> list[dict
                     continue
                 launch = c.call.__globals__[k.name]
                 for stage, _, warps in launch.stages:
+                    maxnreg = (constants or {}).get("ROW_SPLIT_MAXNREG", 0) if "NPARTS" in launch.constexprs else 0
                     jobs.append({"workload": name, "kernel": stage, "source": source, "num_warps": warps,
-                                 "signature": launch.signature, "constexprs": launch.constexprs})  # fmt: skip
+                                 "signature": launch.signature, "constexprs": launch.constexprs,
+                                 "maxnreg": maxnreg})  # fmt: skip
     return jobs
 
 
-def compile_all(path: str) -> None:
-    """Runs under the other Python: compile each job, print one line each."""
+def compile_all(path: str, dump: str | None = None) -> None:
+    """Runs under the other Python: compile each job, print one line each (and write its source,
+    TTGIR and PTX to ``dump``)."""
     import importlib.util
     import re
 
@@ -90,11 +94,15 @@ def compile_all(path: str) -> None:
             consts = {(names.index(k),): v for k, v in job["constexprs"].items()}
             attrs = {(j,): [["tt.divisibility", 16]] for j, a in enumerate(names) if sig[a] != "constexpr"}
             compiled = triton.compile(ASTSource(fn, {a: sig[a] for a in names}, constexprs=consts, attrs=attrs),
-                                      target=GPUTarget("cuda", 90, 32), options={"num_warps": job["num_warps"]})  # fmt: skip
+                                      target=GPUTarget("cuda", 90, 32), options={"num_warps": job["num_warps"], **({"maxnreg": job["maxnreg"]} if job.get("maxnreg") else {})})  # fmt: skip
             ptx = compiled.asm["ptx"]
             big = [ln for ln in compiled.asm["ttgir"].splitlines() if "convert_layout" in ln
                    and any(math.prod(int(d) for d in s.split("x")) >= 1024 for s in re.findall(r"tensor<([0-9x]+)xf32", ln))]  # fmt: skip
             (pathlib.Path(d) / "k.ptx").write_text(ptx)
+            if dump:
+                stem = pathlib.Path(dump) / f"{job['workload']}_{job['kernel']}"
+                for ext, text in (("py", src), ("ttgir", compiled.asm["ttgir"]), ("ptx", ptx)):
+                    stem.with_suffix("." + ext).write_text(text)
             text = ""
             for ptxas in ptxases:
                 out = subprocess.run([str(ptxas), "-v", "-arch=sm_90a", str(pathlib.Path(d) / "k.ptx"), "-o",
@@ -111,7 +119,7 @@ def compile_all(path: str) -> None:
 
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--compile"]:
-        compile_all(argv[1])
+        compile_all(argv[1], argv[2] if len(argv) > 2 else None)
         return
     python = argv[argv.index("--python") + 1] if "--python" in argv else sys.executable
     names = [a for a in argv if a in ROWS] or list(ROWS)
@@ -120,7 +128,10 @@ def main(argv: list[str]) -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(jobs, f)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # course_lib sets it on a CPU
-    subprocess.run([python, __file__, "--compile", f.name], check=True, env=env)
+    dump = [str(pathlib.Path(argv[argv.index("--dump") + 1]).resolve())] if "--dump" in argv else []
+    if dump:
+        pathlib.Path(dump[0]).mkdir(parents=True, exist_ok=True)
+    subprocess.run([python, __file__, "--compile", f.name, *dump], check=True, env=env)
 
 
 if __name__ == "__main__":

@@ -432,6 +432,42 @@ def test_a_register_cap_reaches_the_compile_and_the_launch():
     assert site.runtime.asked["maxnreg"] == 64
 
 
+class ChoiceRuntime(CoopRuntime):
+    """A GPU on which the binary compiled with FLAGS holds ``resident[FLAGS]`` programs at once."""
+
+    def __init__(self, resident):
+        super().__init__(resident)
+        self.compiled = []
+
+    def compile(self, kernel, args, kwargs):
+        self.compiled.append(kwargs["FLAGS"])
+        return ("binary", kwargs["FLAGS"])
+
+    def resident_programs(self, compiled, num_warps):
+        return self.resident[compiled[1]]
+
+
+@pytest.mark.parametrize(
+    ("resident", "forced", "kept", "grid"),
+    [({True: 264, False: 264}, None, True, 264), ({True: 132, False: 264}, None, False, 264),
+     ({True: 264, False: 132}, None, True, 264), ({True: 132, False: 264}, 0, True, 128)],
+)  # fmt: skip
+def test_a_row_split_keeps_the_choice_that_fits_the_most_programs(resident, forced, kept, grid, monkeypatch):
+    """Flags preferred, the counter the alternative (codegen.triton.ROW_SPLIT_FLAGS): both are compiled at
+    the first launch, and flags stay unless they fit fewer programs (87 registers: one 16-warp program an
+    SM, against two). ROW_SPLIT_CHOICE forces one, whatever its grid; the launch uses the kept one."""
+    monkeypatch.setattr(launcher, "ROW_SPLIT_CHOICE", forced)
+    kernel, runtime = FakeKernel(), ChoiceRuntime(resident)
+    site = DirectLaunch(kernel, grid=(2400,), ints=(300, 65536), runtime=runtime, row_split=8, num_warps=16,
+                        constexprs={"XBLOCK": 1, "RBLOCK": 8192, "FLAGS": True},
+                        choices=({"FLAGS": True}, {"FLAGS": False}))  # fmt: skip
+    site(FakeTensor(4096), FakeTensor(8192))
+    ((launched, _, kwargs),) = kernel.calls
+    assert kwargs["FLAGS"] is kept and site.constexprs["FLAGS"] is kept and launched == (grid, 1, 1)
+    assert runtime.compiled == ([True] if forced == 0 else [True, False])
+    assert list(site.constexprs) == ["XBLOCK", "RBLOCK", "FLAGS"]  # the kernel's parameter order, for the binding
+
+
 def test_a_refused_cooperative_grid_is_halved_until_it_fits():
     """The occupancy estimate said 264; CUDA holds 100: 264 -> 128 -> 64 programs (whole groups of 8)."""
     kernel = TooLargeKernel(limit=100)

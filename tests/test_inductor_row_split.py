@@ -73,24 +73,26 @@ def _layernorm_backward(g, xhat, w):
 def test_one_part_a_row_runs_the_whole_kernel_in_the_interpreter(split, monkeypatch, fn, ahead, flags):
     """7 rows of 37 (a masked tail of the 64-lane part), 3 row groups: each program walks 2 or 3 rows.
     Published ahead (ROW_SPLIT_AHEAD), each program publishes its first row's partials before the loop
-    and row r + 3's before it waits for row r's. Flagged (ROW_SPLIT_FLAGS), the partials travel as
-    words that carry their row's number."""
+    and row r + 3's before it waits for row r's. The kernel carries both protocols behind the constexpr
+    FLAGS; with ROW_SPLIT_FLAGS the site may choose, and the interpreter (no binary to measure) takes
+    the preferred one, flags: the partials travel as words that carry their row's number. Without, the
+    counter."""
     monkeypatch.setattr(tcg, "ROW_SPLIT_AHEAD", ahead)
     monkeypatch.setattr(tcg, "ROW_SPLIT_FLAGS", flags)
-    monkeypatch.setattr(tcg, "ROW_SPLIT_FLAGS_MAX_VALUES", 8)  # every kernel here, when on
     torch.manual_seed(0)
     x, w, b = torch.randn(7, 37) * 2 + 0.5, torch.randn(37), torch.randn(37)
     c = _compile(fn, x, w, b)
     code = c.kernel_code
     assert ("if xrow + xstep < xnumel:" in code and "if xstart < xnumel:" in code) == ahead, code
     assert "row_split=1" in code and "for xrow in range(xstart, xnumel, xstep)" in code
-    protocol = ('sem="relaxed"', "cnt_ptr") if flags else ('sem="release"', "sflag")
-    assert protocol[0] in code and protocol[1] not in code, code
+    assert 'sem="relaxed"' in code and 'sem="release"' in code and "if FLAGS:" in code, code  # both protocols
+    assert ("choices=(dict(FLAGS=True), dict(FLAGS=False))" in code) == flags, code
     assert "for roffset" not in code, code  # no looped pass left: the row is read once
     for got, ref in zip(c(x, w, b), fn(x, w, b), strict=True):
         torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
     (site,) = _sites(c)
     assert site.grid == (launcher.INTERPRETER_ROW_GROUPS, 1, 1)  # sized at the first launch, not 7
+    assert site.constexprs["FLAGS"] is flags  # the protocol that ran
 
 
 def test_welford_and_softmax_partials_merge_like_the_rows_lanes(split):
@@ -98,7 +100,10 @@ def test_welford_and_softmax_partials_merge_like_the_rows_lanes(split):
     x, w, b = torch.randn(3, 37), torch.randn(37), torch.randn(37)
     code = _compile(lambda x, w, b: (*_layernorm(x, w, b), *_softmax(x, w, b)), x, w, b).kernel_code
     assert "tl.reduce((wf_acc0_mean, wf_acc0_m2, wf_acc0_n), None, welford_combine)" in code, code
-    assert "online_softmax_combine)" in code and " * NPARTS + part) * 5" in code  # 3 + 2 floats a part
+    # a part's count follows from its index: Welford publishes mean and M2, softmax max and sum of exp
+    assert "wf_acc0_n = tl.minimum(tl.maximum(rnumel - sindex * RBLOCK, 0), RBLOCK)" in code, code
+    assert "online_softmax_combine)" in code and " * NPARTS + part) * 4" in code  # 2 + 2 words a part
+    assert "torch.zeros(15, dtype=torch.int64" in code and "ws, ws[12:])" in code, code  # 3 rows: 12 words, 3 counters
     # partials and merged statistics are scalars: a [1, 1] tile made Triton 3.6 move every [1, RBLOCK]
     # value computed from it through shared memory (45-60x slower on the H200)
     body = code[code.index("for xrow in range") : code.index("site_kernel0")]
@@ -113,7 +118,7 @@ def test_a_register_cap_is_written_into_the_launch_site(split, monkeypatch):
     assert "maxnreg" not in _compile(_layernorm, x, w, b).kernel_code
     monkeypatch.setattr(tcg, "ROW_SPLIT_MAXNREG", 64)
     c = _compile(_layernorm, x, w, b)
-    assert "row_split=1, maxnreg=64)" in c.kernel_code, c.kernel_code
+    assert ", maxnreg=64)" in c.kernel_code, c.kernel_code
     torch.testing.assert_close(c(x, w, b)[0], _layernorm(x, w, b)[0], rtol=1e-5, atol=1e-5)
 
 
@@ -138,15 +143,13 @@ def test_several_parts_a_row_compile_for_sm_90(split, monkeypatch, ahead, flags)
     relaxed 64-bit exchange and the spin volatile 64-bit loads: no acquire or release anywhere."""
     monkeypatch.setattr(tcg, "ROW_SPLIT_PART", 16)
     monkeypatch.setattr(tcg, "ROW_SPLIT_AHEAD", ahead)
-    monkeypatch.setattr(tcg, "ROW_SPLIT_FLAGS", flags)
-    monkeypatch.setattr(tcg, "ROW_SPLIT_FLAGS_MAX_VALUES", 8)  # every kernel here, when on
-    x, w, b = torch.randn(2, 37), torch.randn(37), torch.randn(37)
-    stages = tcg.compile_to_ptx(_compile(_layernorm, x, w, b), "sm_90", aligned=False)
+    x, w, b = torch.randn(2, 37), torch.randn(37), torch.randn(37)  # both protocols of one kernel:
+    stages = tcg.compile_to_ptx(_compile(_layernorm, x, w, b), "sm_90", aligned=False, constexprs={"FLAGS": flags})
     (stage,) = stages.values()
     ptx = stage["ptx"]
     assert stage.metadata["spills"] == 0
     if flags:
-        assert len(re.findall(r"atom\.global\.gpu\.relaxed\.exch\.b64", ptx)) == 3 * (2 if ahead else 1), ptx
+        assert len(re.findall(r"atom\.global\.gpu\.relaxed\.exch\.b64", ptx)) == 2 * (2 if ahead else 1), ptx
         assert "ld.volatile.global.b64" in ptx and not re.search(r"acquire|release|fence", ptx), ptx
     else:
         assert re.search(r"(red|atom)\.global\.gpu\.release\.add", ptx), ptx
@@ -179,15 +182,16 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 
 @cuda
 @pytest.mark.parametrize("ahead", [False, True], ids=["publish", "publish_ahead"])
-@pytest.mark.parametrize("flags", [False, True], ids=["counter", "flagged"])
+@pytest.mark.parametrize("protocol", ["counter", "flagged", "chosen"])
 @pytest.mark.parametrize("n", [65536, 65536 + 4100, 3 * 8192])
-def test_long_rows_on_the_gpu_match_eager(n, ahead, flags, monkeypatch):
+def test_long_rows_on_the_gpu_match_eager(n, ahead, protocol, monkeypatch):
     """Rows of 65536 (8 parts), of 69636 (9 parts, the last one partly masked) and of 24576 forced
     past the persistent limit: layer norm, softmax and their statistics (mean, rstd as a training
-    graph saves them) against eager, the grid no larger than what the GPU holds at once."""
+    graph saves them) against eager, the grid no larger than what the GPU holds at once. The counter
+    alone, flags forced (ROW_SPLIT_CHOICE), or each site's own choice by occupancy."""
     monkeypatch.setattr(tcg, "ROW_SPLIT_AHEAD", ahead)
-    monkeypatch.setattr(tcg, "ROW_SPLIT_FLAGS", flags)
-    monkeypatch.setattr(tcg, "ROW_SPLIT_FLAGS_MAX_VALUES", 8)  # every kernel here, when on
+    monkeypatch.setattr(tcg, "ROW_SPLIT_FLAGS", protocol != "counter")
+    monkeypatch.setattr(launcher, "ROW_SPLIT_CHOICE", 0 if protocol == "flagged" else None)
     torch.manual_seed(0)
     x = torch.randn(300, n, device="cuda") * 3 + 1
     w, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
@@ -209,3 +213,4 @@ def test_long_rows_on_the_gpu_match_eager(n, ahead, flags, monkeypatch):
     sites = [s for s in _sites(c) if s.row_split]
     assert sites and all(s.grid[0] % s.row_split == 0 and s.grid[0] <= 300 * s.row_split for s in sites)
     assert all(s.bound for s in sites)  # later launches skip the JIT, still cooperative (the binary's metadata)
+    assert all(s.constexprs["FLAGS"] is (protocol == "flagged") for s in sites) or protocol == "chosen"

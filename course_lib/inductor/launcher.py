@@ -129,7 +129,7 @@ class DirectLaunch:
     """
 
     def __init__(self, kernel, grid: tuple, ints: tuple = (), constexprs: dict | None = None, num_warps: int = 4,
-                 runtime=None, row_split: int = 0, maxnreg: int = 0):  # fmt: skip
+                 runtime=None, row_split: int = 0, maxnreg: int = 0, choices: tuple = ()):  # fmt: skip
         self.kernel = kernel
         self.grid = tuple(grid) + (1,) * (3 - len(grid))  # (gx, gy, gz), as the C launcher takes it
         # A row split (codegen.triton.ROW_SPLIT): ``row_split`` programs a row wait for each other, so
@@ -140,6 +140,9 @@ class DirectLaunch:
         if maxnreg:  # registers a thread, at most (codegen.triton.ROW_SPLIT_MAXNREG)
             self.options["maxnreg"] = maxnreg
         self._sized = not row_split
+        # A row split's alternatives (constexpr settings, the preferred first): at the first launch on a
+        # GPU each is compiled, and the first that fits the most programs at once is kept (ROW_SPLIT_CHOICE)
+        self.choices = tuple(dict(c) for c in choices)
         self.ints = tuple(ints)
         self.constexprs = dict(constexprs or {})
         self.num_warps = num_warps
@@ -227,9 +230,17 @@ class DirectLaunch:
 
     def cooperative_grid(self, tensors: tuple) -> tuple:
         """A row split's grid: whole row groups (``row_split`` programs each), as many as the GPU
-        holds at once and no more than there are rows; they walk the rows."""
-        compiled = self.runtime.compile(self.kernel, (*tensors, *self.ints),
-                                        {**self.constexprs, **self.options, "num_warps": self.num_warps})  # fmt: skip
+        holds at once and no more than there are rows; they walk the rows. With ``choices``, the
+        constexprs become the first choice whose binary fits the most programs."""
+
+        def compile_with(choice):
+            kwargs = {**self.constexprs, **choice, **self.options, "num_warps": self.num_warps}
+            return self.runtime.compile(self.kernel, (*tensors, *self.ints), kwargs)
+
+        compiled = compile_with(self.choices[0] if self.choices else {})
+        if self.choices:  # (Triton's interpreter gives no binary to measure: the preferred one)
+            choice, compiled = (self.choices[0], None) if compiled is None else self.pick(compile_with, compiled)
+            self.constexprs.update(choice)
         rows = self.grid[0] // self.row_split
         if compiled is None:  # Triton's interpreter: one program at a time
             if self.row_split > 1:
@@ -248,6 +259,21 @@ class DirectLaunch:
         if BALANCED_ROUNDS:  # as many rounds, fewer groups: every group walks the same number of rows
             groups = -(-rows // -(-rows // groups))
         return (groups * self.row_split, 1, 1)
+
+    def pick(self, compile_with, first) -> tuple:
+        """The choice to keep and its binary (``first``: the first choice's): ROW_SPLIT_CHOICE's when set,
+        else the first whose binary the GPU holds the most programs of at once (the flagged row split
+        where its poll costs no occupancy)."""
+        if ROW_SPLIT_CHOICE is not None:
+            choice = self.choices[ROW_SPLIT_CHOICE]
+            return choice, first if choice is self.choices[0] else compile_with(choice)
+        best, most = (self.choices[0], first), self.runtime.resident_programs(first, self.num_warps)
+        for choice in self.choices[1:]:
+            compiled = compile_with(choice)
+            held = self.runtime.resident_programs(compiled, self.num_warps)
+            if held > most:
+                best, most = (choice, compiled), held
+        return best
 
     def _bind(self, compiled, n_tensors: int) -> str | None:
         """Keep ``compiled``'s launcher; return why not (None when bound)."""
@@ -287,6 +313,9 @@ INTERPRETER_ROW_GROUPS = 3
 # 0.865 of copy bandwidth against 0.858, softmax 0.878 against 0.870): more programs in flight outweigh the
 # one-group round. Off.
 BALANCED_ROUNDS = False
+# Which of a row split's ``choices`` to take, whatever its occupancy (None: the rule of DirectLaunch.pick).
+# The bench sweep sets it to time each protocol alone: 0 the flagged partials, 1 the counter.
+ROW_SPLIT_CHOICE: int | None = None
 
 
 def aligned(tensors) -> bool:

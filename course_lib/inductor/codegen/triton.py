@@ -197,14 +197,16 @@ ROW_SPLIT_WARPS = 0  # warps a part; 0: reduction_warps(RBLOCK), 16 for parts of
 # bits, written by a relaxed atomic exchange (one indivisible write). A waiting part reads the row's words
 # until every one carries the row's number, and has the values with them: one trip to L2 a poll, where the
 # counter costs a release fence, the counter's poll and then a second trip for the partials. The words
-# start at 0 ("no row yet"), zeroed every call in place of the counter. Each polled word is 64 bits, so a
-# part that publishes more values needs more registers in the wait: rows of 65536 on an H100 (triton 3.6,
-# bench_gpu_inductor's sweep, 2026-12-07), fraction of copy bandwidth, counter -> flags: softmax (2 values)
-# 0.870 -> 0.907 at 63-64 registers; layer norm (3: mean, M2, count) 0.858 -> 0.717, at 87 registers one
-# 16-warp program an SM fits instead of two (capped at 64, ROW_SPLIT_MAXNREG: 0.846, 6 B spilled). So flags
-# where a part publishes at most ROW_SPLIT_FLAGS_MAX_VALUES values.
+# start at 0 ("no row yet"), zeroed every call. The poll's words cost registers, and a row split lives on
+# two 16-warp programs an SM (64 registers or fewer): rows of 65536 on an H100 (triton 3.6,
+# bench_gpu_inductor's sweep, 2026-12-07), fraction of copy bandwidth, counter -> flags: softmax 0.870 ->
+# 0.907 at 63-64 registers; layer norm 0.858 -> 0.717 at 87 registers, one program an SM (capped at 64,
+# ROW_SPLIT_MAXNREG: 0.846, 6 B spilled). Publishing 2 values instead of 3 (a Welford part's count follows
+# from its index, part_count) did not bring layer norm down: 89 registers (triton 3.6's ptxas, sm_90a). So
+# the kernel carries both protocols behind the constexpr FLAGS, and the launch site compiles both at its
+# first launch and keeps flags unless they fit fewer programs on this GPU (DirectLaunch's ``choices``):
+# the rule is the occupancy the measurement showed, not the kernel's name.
 ROW_SPLIT_FLAGS = True
-ROW_SPLIT_FLAGS_MAX_VALUES = 2
 # A cap on a row split's registers a thread (ptxas's -maxrregcount; 0: none). Two 16-warp programs fit an SM
 # at 64 or fewer. Triton 3.6 gives the flagged layer norm 87 (one program an SM); capped at 64 it spilled 6
 # bytes on the H100 and reached 0.846 of copy bandwidth, 1% behind the counter's 0.858: off.
@@ -327,6 +329,13 @@ class WelfordPair:
     dtype: str
 
 
+def part_count(part: str) -> str:
+    """Elements of a row that part ``part`` of a row split holds, as float32: RBLOCK, fewer in the
+    last part, 0 past it. Every part knows every part's count, so a Welford part publishes only its
+    mean and M2 (2 values, where publishing the count as well made 3; see ROW_SPLIT_FLAGS)."""
+    return f"tl.minimum(tl.maximum(rnumel - {part} * RBLOCK, 0), RBLOCK).to(tl.float32)"
+
+
 def _square_of(expr):
     """``d`` when ``expr`` is ``d * d`` or ``d ** 2``, else None."""
     if isinstance(expr, Op) and expr.op == "mul" and expr.args[0] == expr.args[1]:
@@ -439,15 +448,14 @@ class TritonKernel(Kernel):
         self.split = self.splittable()
         self.ws = {}  # reduction buffer -> (workspace pointer name, dtype) of its partials
         self.row_parts = 0  # programs a row of a row split (0: none)
-        self.flags = False  # a row split's partials as flagged words (ROW_SPLIT_FLAGS)
         if row_split and self.reduction and not self.persistent and self.xnumel > 1 and self.row_splittable():
             parts = -(-self.rnumel // ROW_SPLIT_PART) if row_split is True else int(row_split)
             if parts <= ROW_SPLIT_MAX_PARTS:
                 self.row_parts = parts
                 self.rblock = next_pow2(-(-self.rnumel // parts))
-                self.flags = ROW_SPLIT_FLAGS and self.row_values() <= ROW_SPLIT_FLAGS_MAX_VALUES
-                self.ws = {"partials": ("ws_ptr", "int64")} if self.flags else \
-                    {"partials": ("ws_ptr", "float32"), "arrivals": ("cnt_ptr", "int32")}  # fmt: skip
+                # one zeroed allocation: the partials' words, then a counter a row (a kernel argument of its own:
+                # a pointer computed in the kernel would hold 2 registers through the loop)
+                self.ws = {"partials": ("ws_ptr", "int64"), "arrivals": ("cnt_ptr", "int64")}
         if self.split:
             step = max(SPLIT_RBLOCK, next_pow2(-(-self.rnumel // SPLIT_MAX)))
             self.rblock = min(LOOPED_RBLOCK, SPLIT_RBLOCK_MAX, step)
@@ -491,15 +499,15 @@ class TritonKernel(Kernel):
                    for buf, rtype, _, dtype in stats.reductions)  # fmt: skip
 
     def row_values(self) -> int:
-        """Floats one part publishes a row: 3 a Welford pair (mean, M2, count), 2 an online softmax
-        (max, sum of exp), 1 any other reduction."""
-        kinds = {pair.total: 3 if isinstance(pair, WelfordPair) else 2 for pair in self.welford.get(0, [])}
-        return sum(kinds.get(buf, 1) for buf, _, _, _ in self.phases[0].reductions)
+        """Floats one part publishes a row: 2 a Welford pair (mean, M2: the count is the part's size)
+        or an online softmax (max, sum of exp), 1 any other reduction."""
+        paired = {pair.total for pair in self.welford.get(0, [])}
+        return sum(2 if buf in paired else 1 for buf, _, _, _ in self.phases[0].reductions)
 
     def arg_names(self) -> list[str]:
         ws = [w for w, _ in self.ws.values()]
         extra = ["RCHUNK: tl.constexpr", "NSPLIT: tl.constexpr"] if self.split else []
-        extra += ["NPARTS: tl.constexpr", "NPARTS_P2: tl.constexpr"] if self.row_parts else []
+        extra += ["NPARTS: tl.constexpr", "NPARTS_P2: tl.constexpr", "FLAGS: tl.constexpr"] if self.row_parts else []
         return (
             list(self.ptrs.values()) + ws + ["xnumel", "rnumel", "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"] + extra
         )
@@ -507,7 +515,7 @@ class TritonKernel(Kernel):
     def constexprs(self) -> dict:
         split = {"RCHUNK": self.rchunk, "NSPLIT": self.nsplit} if self.split else {}
         if self.row_parts:
-            split = {"NPARTS": self.row_parts, "NPARTS_P2": next_pow2(self.row_parts)}
+            split = {"NPARTS": self.row_parts, "NPARTS_P2": next_pow2(self.row_parts), "FLAGS": ROW_SPLIT_FLAGS}
         return {"XBLOCK": self.xblock(), "RBLOCK": self.rblock, **split}
 
     def stages(self) -> list[tuple[str, int]]:
@@ -647,14 +655,14 @@ class TritonKernel(Kernel):
         for buf, rtype, expr, dtype in stats.reductions:
             v = self.emit(expr, scope, scope, mask, "xmask")
             acc, pair = self.acc_name(buf), pairs.get(buf)
-            if isinstance(pair, WelfordPair):  # this part's mean, M2 and count
+            if isinstance(pair, WelfordPair):  # this part's mean and M2; its count follows from its index
                 n, mean, dev, m2 = f"{acc}_n", f"{acc}_mean", f"{acc}_dev", f"{acc}_m2"
-                scope.lines += [f"{n} = tl.sum(tl.where({mask}, 1.0, 0.0))",
-                                f"{mean} = tl.sum(tl.where({mask}, {v}, 0.0)) / tl.maximum({n}, 1.0)",
+                scope.lines += [f"{n} = {part_count('part')}",
+                                f"{mean} = tl.sum(tl.where({mask}, {v}, 0.0)) / {n}",
                                 f"{dev} = tl.where({mask}, {v} - {mean}, 0.0)",
                                 f"{m2} = tl.sum({dev} * {dev})"]  # fmt: skip
-                published += [(mean, 0), (m2, 0), (n, 0)]
-                merges.append((pair, [f"wf_{acc}_mean", f"wf_{acc}_m2", f"wf_{acc}_n"]))
+                published += [(mean, 0), (m2, 0)]
+                merges.append((pair, [f"wf_{acc}_mean", f"wf_{acc}_m2"]))
             elif pair is not None:  # online softmax: this part's max and its sum of exp(x - max)
                 mx, total = f"{acc}_max", f"{acc}_sum"
                 scope.lines += [f'{mx} = tl.max(tl.where({mask}, {v}, float("-inf")))',
@@ -671,52 +679,56 @@ class TritonKernel(Kernel):
         return published, merges
 
     def publish_lines(self, published: list, row: str) -> list[str]:
-        """Write the partials to the row's workspace slot, then arrive at its counter (release); with
-        flags (ROW_SPLIT_FLAGS), each partial in one word with the row's number + 1, no counter."""
+        """Write the partials to the row's workspace slot, one 64-bit word each (the float's bits in
+        the low half). With FLAGS, each word also carries the row's number + 1 in its high half,
+        written by a relaxed exchange: the word is its own arrival. Without, plain stores, then an
+        arrival at the row's counter (release: the stores are visible before it counts)."""
         k, row = len(published), row if row.isidentifier() else f"({row})"
-        lines = [f"wslot = ws_ptr + ({row} * NPARTS + part) * {k}"]
-        if self.flags:
-            lines.append(f"wflag = tl.cast({row} + 1, tl.int64) << 32")
-            return lines + [
-                f"tl.atomic_xchg(wslot + {i}, wflag | ({name}.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF), "
-                'sem="relaxed")'
-                for i, (name, _) in enumerate(published)
-            ]
-        lines += [f"tl.store(wslot + {i}, {name})" for i, (name, _) in enumerate(published)]
-        return lines + [
-            "tl.debug_barrier()  # the partials are written before this program arrives",
-            f'tl.atomic_add(cnt_ptr + {row}, 1, sem="release")',
-        ]
+        bits = "({}.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)"
+        return [
+            f"wslot = ws_ptr + ({row} * NPARTS + part) * {k}",
+            "if FLAGS:",
+            f"    wflag = tl.cast({row} + 1, tl.int64) << 32",
+            *(f'    tl.atomic_xchg(wslot + {i}, wflag | {bits.format(name)}, sem="relaxed")'
+              for i, (name, _) in enumerate(published)),
+            "else:  # the float in the word's low half (little-endian)",
+            "    wfloat = wslot.to(tl.pointer_type(tl.float32))",
+            *(f"    tl.store(wfloat + {2 * i}, {name})" for i, (name, _) in enumerate(published)),
+            "    tl.debug_barrier()  # the partials are written before this program arrives",
+            f'    tl.atomic_add(cnt_ptr + {row}, 1, sem="release")',
+        ]  # fmt: skip
 
     def collect_lines(self, published: list, tiles: list[str]) -> list[str]:
-        """Wait until every part of row ``xrow`` has published, then read the partials into ``tiles``
-        (``[1, NPARTS_P2]``; a missing part's lanes hold the value it would publish)."""
+        """Wait until every part of row ``xrow`` has published, then decode the partials into ``tiles``
+        (``[1, NPARTS_P2]``; a missing part's lanes hold the value it would publish). With FLAGS, poll
+        the row's words until each carries the row's number: the values come with the last poll. Without,
+        poll the row's counter, then read the words."""
         k = len(published)
-        lines = ["sindex = tl.arange(0, NPARTS_P2)[None, :]", f"sslot = ws_ptr + (xrow * NPARTS + sindex) * {k}"]
-        if not self.flags:
-            lines[:0] = [
-                'arrived = tl.atomic_add(cnt_ptr + xrow, 0, sem="acquire")',
-                "while arrived < NPARTS:  # every part of the row is running (cooperative launch)",
-                '    arrived = tl.atomic_add(cnt_ptr + xrow, 0, sem="acquire")',
-                "tl.debug_barrier()",
-            ]
-            # .cg: from L2, where the other programs' partials are, not this SM's L1
-            return lines + [
-                f"{tile} = tl.load(sslot + {i}, sindex < NPARTS, other={other}, cache_modifier='.cg')"
-                for i, ((_, other), tile) in enumerate(zip(published, tiles, strict=True))
-            ]
         # volatile: every poll reads L2 afresh; a lane past NPARTS counts as arrived
         poll = [f"sword{i} = tl.load(sslot + {i}, sindex < NPARTS, other=0, volatile=True)" for i in range(k)]
         ready = " & ".join(f"((sword{i} >> 32) == sflag)" for i in range(k))
         poll.append(f"arrived = tl.min(tl.where(sindex < NPARTS, {ready}, True).to(tl.int32))")
-        lines += ["sflag = tl.cast(xrow + 1, tl.int64)", *poll,
-                  "while arrived == 0:  # every part of the row is running (cooperative launch)",
-                  *("    " + ln for ln in poll)]  # fmt: skip
-        return lines + [
-            f"{tile} = tl.where(sindex < NPARTS, (sword{i} & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), "
-            f"{other})"
-            for i, ((_, other), tile) in enumerate(zip(published, tiles, strict=True))
-        ]
+        count = 'arrived = tl.atomic_add(cnt_ptr + xrow, 0, sem="acquire")'
+        return [
+            "sindex = tl.arange(0, NPARTS_P2)[None, :]",
+            f"sslot = ws_ptr + (xrow * NPARTS + sindex) * {k}",
+            "if FLAGS:",
+            "    sflag = tl.cast(xrow + 1, tl.int64)",
+            *("    " + ln for ln in poll),
+            "    while arrived == 0:  # every part of the row is running (cooperative launch)",
+            *("        " + ln for ln in poll),
+            *(f"    {tile} = tl.where(sindex < NPARTS, (sword{i} & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), "
+              f"{other})" for i, ((_, other), tile) in enumerate(zip(published, tiles, strict=True))),
+            "else:",
+            f"    {count}",
+            "    while arrived < NPARTS:  # every part of the row is running (cooperative launch)",
+            f"        {count}",
+            "    tl.debug_barrier()",
+            "    sfloat = sslot.to(tl.pointer_type(tl.float32))",
+            # .cg: from L2, where the other programs' partials are, not this SM's L1
+            *(f"    {tile} = tl.load(sfloat + {2 * i}, sindex < NPARTS, other={other}, cache_modifier='.cg')"
+              for i, ((_, other), tile) in enumerate(zip(published, tiles, strict=True))),
+        ]  # fmt: skip
 
     def row_split_source(self) -> str:
         """One kernel, NPARTS programs a row, the grid what the GPU holds at once (a cooperative
@@ -784,7 +796,8 @@ class TritonKernel(Kernel):
             body.lines += self.publish_lines(published, "xrow")
         body.lines += self.collect_lines(published, [t for _, names in merges for t in names])
         for what, _ in merges:  # scalars, as the partials: see the docstring
-            if isinstance(what, WelfordPair):
+            if isinstance(what, WelfordPair):  # each part's count, from its index (0 past NPARTS)
+                body.lines.append(f"wf_{self.acc_name(what.total)}_n = {part_count('sindex')}")
                 self.welford_finish(what, body, scalar=True)
             elif isinstance(what, OnlineSoftmaxPair):
                 self.online_softmax_finish(what, body, scalar=True)
@@ -958,25 +971,20 @@ class TritonKernel(Kernel):
         )
 
     def row_split_launcher(self) -> str:
-        """The partials (``row_values`` floats a part and row) and the per-row arrival counters,
-        zeroed every call, then the launch; ``row_split=`` makes the site size its grid to what the
-        GPU holds at once and launch it cooperatively (see DirectLaunch)."""
+        """The workspace (``row_values`` words a part and row, then a counter a row: ``ws_ptr`` and
+        ``cnt_ptr``), zeroed every call, then the launch; ``row_split=`` makes the site size its grid to what the GPU holds at
+        once and launch it cooperatively, and ``choices=`` lets it take the counter where the flagged
+        kernel would fit fewer programs (see DirectLaunch)."""
         names = ", ".join(self.ptrs.values())
         device = f"{next(iter(self.ptrs.values()))}.device"
-        size = self.xnumel * self.row_parts * self.row_values()
-        cap = f", maxnreg={ROW_SPLIT_MAXNREG}" if ROW_SPLIT_MAXNREG else ""
-        site = self.launch_site(
-            self.name, self.xnumel * self.row_parts, self.num_warps(), f", row_split={self.row_parts}{cap}"
-        )
-        if self.flags:  # the words start as "no row yet"; no counter
-            alloc = [f"    ws_ptr = torch.zeros({size}, dtype=torch.int64, device={device})"]
-        else:
-            alloc = [f"    ws_ptr = torch.empty({size}, dtype=torch.float32, device={device})",
-                     f"    cnt_ptr = torch.zeros({self.xnumel}, dtype=torch.int32, device={device})"]  # fmt: skip
-        ws = ", ".join(w for w, _ in self.ws.values())
-        return "\n".join(
-            [site, "", "", f"def launch_{self.name}({names}):", *alloc, f"    site_{self.name}({names}, {ws})"]
-        )
+        words = -(-self.xnumel * self.row_parts * self.row_values() // 2) * 2  # the counters 16-byte aligned
+        extra = f", row_split={self.row_parts}"
+        extra += ", choices=(dict(FLAGS=True), dict(FLAGS=False))" if ROW_SPLIT_FLAGS else ""
+        extra += f", maxnreg={ROW_SPLIT_MAXNREG}" if ROW_SPLIT_MAXNREG else ""
+        site = self.launch_site(self.name, self.xnumel * self.row_parts, self.num_warps(), extra)
+        return "\n".join([site, "", "", f"def launch_{self.name}({names}):",
+                          f"    ws = torch.zeros({words + self.xnumel}, dtype=torch.int64, device={device})",
+                          f"    site_{self.name}({names}, ws, ws[{words}:])"])  # fmt: skip
 
     def split_launcher(self) -> str:
         """Allocate the partials (one float per program and reduction), then launch both kernels."""
@@ -1090,12 +1098,13 @@ TRITON_SIG = {"float32": "fp32", "float64": "fp64", "float16": "fp16", "bfloat16
               "uint8": "u8", "bool": "i1"}  # fmt: skip
 
 
-def compile_to_ptx(compiled, target: str = "sm_90", aligned: bool = False) -> dict:
+def compile_to_ptx(compiled, target: str = "sm_90", aligned: bool = False, constexprs: dict | None = None) -> dict:
     """Every stage (TTIR ... PTX) of each Triton kernel of a ``CompiledGraph`` built with
     ``codegen="triton"``, through course_lib.triton.compile_stages (no GPU needed). Keyed by jit function
     name (a split reduction has ``<name>_partial`` too); a kernel that is an alias of an earlier
     identical one is left out. ``aligned=True`` compiles for 16-byte-aligned pointers and sizes divisible
-    by 16, as a launch with such tensors specialises (vector loads: fewer registers)."""
+    by 16, as a launch with such tensors specialises (vector loads: fewer registers). ``constexprs``
+    overrides a kernel's own where it has them (``{"FLAGS": False}``: a row split's counter protocol)."""
     from course_lib.triton import compile_stages
 
     call_globals = compiled.call.__globals__
@@ -1107,7 +1116,6 @@ def compile_to_ptx(compiled, target: str = "sm_90", aligned: bool = False) -> di
                 if id(jit_fn) in seen:  # an alias of an identical kernel (a repeated layer): compiled once, shown once
                     continue
                 seen.add(id(jit_fn))
-                out[name] = compile_stages(
-                    jit_fn, launch.signature, launch.constexprs, target, num_warps=warps, aligned=aligned
-                )
+                consts = {**launch.constexprs, **{k: v for k, v in (constexprs or {}).items() if k in launch.constexprs}}
+                out[name] = compile_stages(jit_fn, launch.signature, consts, target, num_warps=warps, aligned=aligned)
     return out
