@@ -142,6 +142,12 @@ def mode() -> str:
     return "gpu" if has_cuda() else "cpu"
 
 
+def triton_interpreted() -> bool:
+    """Do ``@triton.jit`` kernels run in Triton's interpreter (``TRITON_INTERPRET=1``, set by
+    :func:`configure_triton` where there is no GPU) rather than compiled?"""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
 def configure_triton() -> None:
     """Choose Triton's execution mode before triton is imported.
 
@@ -152,7 +158,7 @@ def configure_triton() -> None:
     if not has_cuda():
         os.environ.setdefault("TRITON_INTERPRET", "1")
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    if os.environ.get("TRITON_INTERPRET") == "1":
+    if triton_interpreted():
         interpret_triton_language()
 
 

@@ -251,8 +251,7 @@ def _give_up(exc: Exception, kind: str, what: str, record: list | None) -> None:
 def _compile_or_eager(gm, example_inputs, fusion, codegen, record, keep_output_strides: bool = False):
     """Compile one graph, or return ``None`` after logging why it runs in eager instead."""
     try:
-        if codegen == "triton" and os.environ.get("TRITON_INTERPRET") != "1" and \
-                _device_of(gm, example_inputs).type == "cpu":  # fmt: skip
+        if codegen == "triton" and not env.triton_interpreted() and _device_of(gm, example_inputs).type == "cpu":
             # compiled Triton kernels take GPU pointers; they would be refused at the first launch
             raise Unsupported("compiled Triton kernels need CUDA tensors (TRITON_INTERPRET=1 runs them on the CPU)")
         compiled = compile_graph(gm, example_inputs, fusion=fusion, codegen=codegen,

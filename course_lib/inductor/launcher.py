@@ -37,6 +37,8 @@ import dataclasses
 import os
 import weakref
 
+from course_lib import env
+
 #: ``COURSE_DIRECT_LAUNCH=0`` keeps every launch on ``kernel[grid]`` (for measuring the difference).
 DIRECT_ENV = "COURSE_DIRECT_LAUNCH"
 
@@ -110,7 +112,7 @@ class CompatRuntime:
         """The ``CompiledKernel`` a launch with these arguments runs (compiled or loaded, not
         launched); None in Triton's interpreter, which compiles nothing."""
         warmup = getattr(kernel, "warmup", None)
-        if warmup is None or os.environ.get("TRITON_INTERPRET") == "1":
+        if warmup is None or env.triton_interpreted():
             return None
         return warmup(*args, grid=(1,), **kwargs)
 

@@ -15,11 +15,10 @@ recorded H200 timings).
 
 from __future__ import annotations
 
-import os as _os
-
 import course_lib  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
+from course_lib import env as _env
 
-if _os.environ.get("TRITON_INTERPRET") == "1":
+if _env.triton_interpreted():
     from course_lib import compat as _compat
 
     _compat.triton_interpreter_scoped_device_calls()  # interpreted launches must not break triton.compile

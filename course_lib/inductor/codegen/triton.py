@@ -1007,7 +1007,7 @@ def row_split_available() -> bool:
     from course_lib import compat, env
 
     wanted = os.environ.get("COURSE_ROW_SPLIT", "1" if ROW_SPLIT else "0") != "0"
-    if not wanted or os.environ.get("TRITON_INTERPRET") == "1":
+    if not wanted or env.triton_interpreted():
         return False
     return env.mode() == "gpu" and compat.triton_cooperative_launch()
 
@@ -1086,7 +1086,7 @@ def build(kernels, graph, persistent_rnumel: int | None = None, row_split: bool 
         # every @triton.jit function the launch runs (two for a split reduction), with its num_warps
         launch.stages = [(name, getattr(mod, name), warps) for name, warps in tk.stages()]
         fns[k.name] = launch
-    if env.mode() == "gpu" and os.environ.get("TRITON_INTERPRET") != "1":
+    if env.mode() == "gpu" and not env.triton_interpreted():
         from course_lib.inductor import async_compile
 
         if async_compile.enabled():  # compile the kernels in a process pool now, not one by one at first launch
@@ -1116,6 +1116,9 @@ def compile_to_ptx(compiled, target: str = "sm_90", aligned: bool = False, const
                 if id(jit_fn) in seen:  # an alias of an identical kernel (a repeated layer): compiled once, shown once
                     continue
                 seen.add(id(jit_fn))
-                consts = {**launch.constexprs, **{k: v for k, v in (constexprs or {}).items() if k in launch.constexprs}}
+                consts = {
+                    **launch.constexprs,
+                    **{k: v for k, v in (constexprs or {}).items() if k in launch.constexprs},
+                }
                 out[name] = compile_stages(jit_fn, launch.signature, consts, target, num_warps=warps, aligned=aligned)
     return out
