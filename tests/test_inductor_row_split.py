@@ -156,6 +156,34 @@ def test_several_parts_a_row_compile_for_sm_90(split, monkeypatch, ahead, flags)
         assert re.search(r"(ld|atom)\.global\.gpu\.acquire", ptx)
 
 
+def test_the_precompile_compiles_both_protocols(split, monkeypatch, tmp_path):
+    """On a GPU the site compiles each of its choices at its first launch (DirectLaunch.pick), so the
+    parallel precompile submits each: one job a protocol, two distinct binaries. (The specialisation
+    is made by hand here, as the JIT would make it on a GPU.)"""
+    import course_lib.triton.compile as tc
+    from course_lib import compat
+    from course_lib.inductor import async_compile
+
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(async_compile, "_SHARED", [async_compile.AsyncCompile(workers=1)])
+    monkeypatch.setattr(tcg, "ROW_SPLIT_PART", 16)
+    x, w, b = torch.randn(2, 37), torch.randn(37), torch.randn(37)
+    c = _compile(_layernorm, x, w, b)
+    (launch,) = [c.call.__globals__[k.name] for k in c.schedule.kernels if k.kind == "kernel"]
+    asked = []
+
+    def capture(kernel, args, kwargs):
+        asked.append(kwargs["FLAGS"])
+        consts = {k: kwargs[k] for k in launch.constexprs}
+        return compat.triton_specialization(kernel, launch.signature, consts, launch.int_args,
+                                            tc.gpu_target("sm_90"), kwargs["num_warps"])  # fmt: skip
+
+    monkeypatch.setattr(compat, "triton_capture_specialization", capture)
+    fn = launch.jit_fn.fn
+    report = async_compile.precompile({"kernel0": launch}, fn.__module__, fn.__code__.co_filename)
+    assert asked == [True, False] and report.unique == 2 and report.compiled == 2, report
+
+
 @pytest.mark.parametrize("code_of", ["cross_entropy", "no_stores"])
 def test_what_is_not_row_split(split, code_of):
     """A gather (cross entropy's target logit) and a reduction with no per-element output stay looped."""

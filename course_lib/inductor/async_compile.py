@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import concurrent.futures
 import dataclasses
+import itertools
 import json
 import multiprocessing
 import multiprocessing.util
@@ -279,10 +280,12 @@ def precompile(fns: dict, module: str, file: str) -> CompileReport | None:
         for launch in fns.values():
             ptrs = [getattr(torch, TORCH_DTYPES[t]) for t in launch.signature.values() if t.startswith("*")]
             args = (*ptrs, launch.int_args["xnumel"], launch.int_args["rnumel"])
-            for name, jit_fn, warps in launch.stages:
-                spec = compat.triton_capture_specialization(
-                    jit_fn, args, {**launch.constexprs, **getattr(launch, "options", {}), "num_warps": warps}
-                )
+            # a row split's site compiles each of its choices at its first launch (DirectLaunch.pick): all of them here
+            for (name, jit_fn, warps), choice in itertools.product(
+                launch.stages, getattr(launch, "choices", ()) or ({},)
+            ):
+                consts = {**launch.constexprs, **choice, **getattr(launch, "options", {}), "num_warps": warps}
+                spec = compat.triton_capture_specialization(jit_fn, args, consts)
                 if spec is None:
                     log.info("course_lib.inductor: this Triton cannot report a launch's specialisation; no precompile")
                     return None
