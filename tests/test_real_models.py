@@ -238,6 +238,20 @@ def test_a_config_with_languages_and_no_default_gets_the_first():
         assert torch.isfinite(model(**inputs).logits).all()
 
 
+def test_a_model_that_refuses_grouped_keys_gets_one_key_head_a_query_head():
+    """DeepSeek-V3.2's multi-head latent attention expands its key/value latent to every query head,
+    then groups the heads again as the config's 2 key/value heads say: 8 key heads met 4 query heads
+    and eager failed. tiny() runs the model once; a model that fails with grouped keys and runs
+    without them gets as many key/value heads as query heads. DeepSeek-V3, which takes the grouping,
+    keeps it (2 for 4)."""
+    v32, inputs = real_models.build("causal_lm:deepseek_v32")
+    assert v32.config.num_key_value_heads == v32.config.num_attention_heads == 4 and v32.training
+    with torch.no_grad():
+        assert torch.isfinite(v32(**inputs).logits).all()
+    v3, _ = real_models.build("causal_lm:deepseek_v3")
+    assert (v3.config.num_attention_heads, v3.config.num_key_value_heads) == (4, 2)
+
+
 def test_classification_heads_match_eager(strict):
     """Heads the LM sweeps never ran: a decoder-only classifier pools at each row's last token before
     padding (an argmax over positions, then an index per row), BART's pools at its eos tokens (a

@@ -525,16 +525,43 @@ def tiny(model_type: str, task: str = "causal_lm") -> RealModel:
         model_cls = getattr(transformers, names[0] if isinstance(names, (list, tuple)) else names)
         if getattr(model_cls, "_supports_sdpa", False):
             config._attn_implementation = "sdpa"
-        try:
-            model = model_cls(config)
-        except ValueError as exc:  # a tower inside (VibeVoice's audio tokenizer) without SDPA: eager attention
-            if "attention implementation" not in str(exc) or config._attn_implementation == "eager":
-                raise
-            config._attn_implementation = "eager"
-            model = model_cls(config)
-        return model, _tiny_inputs(model, config, torch.Generator().manual_seed(0))
+
+        def build():
+            try:
+                model = model_cls(config)
+            except ValueError as exc:  # a tower inside (VibeVoice's audio tokenizer) without SDPA: eager attention
+                if "attention implementation" not in str(exc) or config._attn_implementation == "eager":
+                    raise
+                config._attn_implementation = "eager"
+                model = model_cls(config)
+            return model, _tiny_inputs(model, config, torch.Generator().manual_seed(0))
+
+        built = build()
+        heads, groups = getattr(text, "num_attention_heads", None), getattr(text, "num_key_value_heads", None)
+        if isinstance(heads, int) and isinstance(groups, int) and groups != heads and not _runs(*built):
+            # grouped keys and values refused: multi-head latent attention that expands its latent to every
+            # query head and then groups them again (DeepSeek-V3.2, GLM-MoE-DSA: 8 heads of keys for 4 queries)
+            text.num_key_value_heads = heads
+            regrouped = build()
+            if _runs(*regrouped):
+                return regrouped
+            text.num_key_value_heads = groups  # not that either: the first model, whose failure eager reports
+        return built
 
     return RealModel(f"{task}:{model_type}", task, build_tiny)
+
+
+def _runs(model: torch.nn.Module, inputs: dict) -> bool:
+    """Does ``model`` run forward on ``inputs`` in eager (inference mode, its train flag restored)?"""
+    training = model.training
+    try:
+        with torch.no_grad():
+            model.eval()(**inputs)
+        return True
+    except RuntimeError:
+        return False
+    finally:
+        model.train(training)
 
 
 def _tiny_inputs(model: torch.nn.Module, config, g: torch.Generator) -> dict:
