@@ -252,6 +252,33 @@ def test_a_model_that_refuses_grouped_keys_gets_one_key_head_a_query_head():
     assert (v3.config.num_attention_heads, v3.config.num_key_value_heads) == (4, 2)
 
 
+def test_a_model_that_needs_a_pad_id_gets_one():
+    """ESM's token classifier builds its attention mask from ``ids != pad_token_id``, and its default
+    config has none: eager failed in ``ne(None)``. tiny() gives it the first plain token, as it gives
+    a sequence classifier; Llama's causal LM, which runs without, keeps None."""
+    esm, inputs = real_models.build("token_classification:esm")
+    assert esm.config.pad_token_id is not None
+    with torch.no_grad():
+        assert torch.isfinite(esm(**inputs).logits).all()
+    assert real_models.build("causal_lm:llama")[0].config.pad_token_id is None
+
+
+def test_layer_kinds_given_by_a_pattern_all_appear_in_the_small_model():
+    """RecurrentGemma cycles recurrent, recurrent, attention; Jamba has attention every 8th layer from
+    the 4th. Two layers kept none, and eager failed (a cache with no attention layer). tiny() keeps 3
+    layers of RecurrentGemma and puts Jamba's attention on its last layer, every 2; both run."""
+    gemma, g_inputs = real_models.build("causal_lm:recurrent_gemma")
+    assert gemma.config.num_hidden_layers == 3 and gemma.config.block_types[:3] == [
+        "recurrent",
+        "recurrent",
+        "attention",
+    ]
+    jamba, j_inputs = real_models.build("causal_lm:jamba")
+    assert (jamba.config.attn_layer_period, jamba.config.attn_layer_offset) == (2, 1)
+    with torch.no_grad():
+        assert torch.isfinite(gemma(**g_inputs).logits).all() and torch.isfinite(jamba(**j_inputs).logits).all()
+
+
 def test_classification_heads_match_eager(strict):
     """Heads the LM sweeps never ran: a decoder-only classifier pools at each row's last token before
     padding (an argmax over positions, then an index per row), BART's pools at its eos tokens (a

@@ -382,6 +382,7 @@ def _shrink(config) -> dict:
         keep = sorted(kinds.values())[:4]
         keep = keep if len(keep) > 1 else [0, 1]
         kw.update({k: [values[k][i] for i in keep] for k in per_layer}, num_hidden_layers=len(keep))
+    kw.update(_every_layer_kind(values, kw.get("num_hidden_layers")))
     kw.update(stages)
     kw.update(_shrink_taps(values, kw))
     if isinstance(values.get("conv_dim"), list):  # a speech model's feature encoder: 512 channels a layer
@@ -402,6 +403,26 @@ def _shrink(config) -> dict:
         for i, k in enumerate(sorted(k for k, v in values.items() if k.endswith("token_id")
                                      and isinstance(v, int) and v >= vocab)):  # fmt: skip
             kw[k] = i
+    return kw
+
+
+def _every_layer_kind(values: dict, layers) -> dict:
+    """Layer kinds given by a pattern, not a per-layer list, made to appear within the small layer
+    count: a cycled list of block kinds (RecurrentGemma's ``block_types``: recurrent, recurrent,
+    attention) gets as many layers as its first sight of every kind needs; a kind every ``period``
+    layers from ``offset`` (Jamba's attention: every 8th from the 4th) moves to the last layer, every
+    ``layers`` layers. With no layer of a kind, eager failed (Jamba: a cache of no attention layer)."""
+    if not isinstance(layers, int):
+        return {}
+    kw = {}
+    kinds = values.get("block_types")
+    if isinstance(kinds, list) and kinds and all(isinstance(k, str) for k in kinds) and len(kinds) != layers:
+        needed = max(kinds.index(k) for k in set(kinds)) + 1
+        kw["num_hidden_layers"] = layers = max(layers, needed)
+    for key, period in values.items():
+        offset = values.get(key.replace("_period", "_offset"))
+        if key.endswith("_layer_period") and isinstance(period, int) and isinstance(offset, int) and offset >= layers:
+            kw[key], kw[key.replace("_period", "_offset")] = layers, layers - 1
     return kw
 
 
@@ -537,18 +558,48 @@ def tiny(model_type: str, task: str = "causal_lm") -> RealModel:
             return model, _tiny_inputs(model, config, torch.Generator().manual_seed(0))
 
         built = build()
-        heads, groups = getattr(text, "num_attention_heads", None), getattr(text, "num_key_value_heads", None)
-        if isinstance(heads, int) and isinstance(groups, int) and groups != heads and not _runs(*built):
-            # grouped keys and values refused: multi-head latent attention that expands its latent to every
-            # query head and then groups them again (DeepSeek-V3.2, GLM-MoE-DSA: 8 heads of keys for 4 queries)
-            text.num_key_value_heads = heads
-            regrouped = build()
-            if _runs(*regrouped):
-                return regrouped
-            text.num_key_value_heads = groups  # not that either: the first model, whose failure eager reports
-        return built
+        if _runs(*built):
+            return built
+        for fix in _EAGER_FIXES:  # one at a time; the first whose model runs is kept
+            undo = fix(config)
+            if undo is None:  # does not apply to this config
+                continue
+            fixed = build()
+            if _runs(*fixed):
+                return fixed
+            undo()
+        return built  # the first model, whose failure eager reports
 
     return RealModel(f"{task}:{model_type}", task, build_tiny)
+
+
+def _one_key_head_a_query_head(config):
+    """Grouped keys and values (2 heads for 4 queries) refused: multi-head latent attention that expands its
+    latent to every query head and then groups the heads again (DeepSeek-V3.2, GLM-MoE-DSA, AXK2: 8 key
+    heads met 4 query heads). As many key/value heads as query heads; returns the undo (None: no grouping)."""
+    text = config.get_text_config()
+    heads, groups = getattr(text, "num_attention_heads", None), getattr(text, "num_key_value_heads", None)
+    if not (isinstance(heads, int) and isinstance(groups, int) and groups != heads):
+        return None
+    text.num_key_value_heads = heads
+    return lambda: setattr(text, "num_key_value_heads", groups)
+
+
+def _a_pad_token(config):
+    """No pad id where the model needs one (ESM builds its attention mask from ``ids != pad``): the first
+    plain token, as a sequence classifier gets (returns the undo; None where the config has a pad id)."""
+    text = config.get_text_config()
+    if not hasattr(text, "pad_token_id") or text.pad_token_id is not None:
+        return None
+    text.pad_token_id = int(_plain_tokens(config)[0])
+    return lambda: setattr(text, "pad_token_id", None)
+
+
+#: What tiny() tries, one at a time, when the model as built fails in eager: each changes the config
+#: in place and returns how to undo it, or None where it does not apply. A model that runs as built
+#: keeps the one rule (:func:`_shrink`); these are the exceptions the sweeps found, each tried only
+#: where the rule's model failed.
+_EAGER_FIXES = (_one_key_head_a_query_head, _a_pad_token)
 
 
 def _runs(model: torch.nn.Module, inputs: dict) -> bool:
@@ -558,7 +609,7 @@ def _runs(model: torch.nn.Module, inputs: dict) -> bool:
         with torch.no_grad():
             model.eval()(**inputs)
         return True
-    except RuntimeError:
+    except Exception:  # noqa: BLE001  (a shape error, or a model's own ValueError: either way it does not run)
         return False
     finally:
         model.train(training)
