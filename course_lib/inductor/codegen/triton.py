@@ -499,8 +499,8 @@ class TritonKernel(Kernel):
                    for buf, rtype, _, dtype in stats.reductions)  # fmt: skip
 
     def row_values(self) -> int:
-        """Floats one part publishes a row: 2 a Welford pair (mean, M2: the count is the part's size)
-        or an online softmax (max, sum of exp), 1 any other reduction."""
+        """Values one part publishes a row (a 64-bit word each): 2 a Welford pair (mean, M2: the
+        count is the part's size) or an online softmax (max, sum of exp), 1 any other reduction."""
         paired = {pair.total for pair in self.welford.get(0, [])}
         return sum(2 if buf in paired else 1 for buf, _, _, _ in self.phases[0].reductions)
 
@@ -972,9 +972,9 @@ class TritonKernel(Kernel):
 
     def row_split_launcher(self) -> str:
         """The workspace (``row_values`` words a part and row, then a counter a row: ``ws_ptr`` and
-        ``cnt_ptr``), zeroed every call, then the launch; ``row_split=`` makes the site size its grid to what the GPU holds at
-        once and launch it cooperatively, and ``choices=`` lets it take the counter where the flagged
-        kernel would fit fewer programs (see DirectLaunch)."""
+        ``cnt_ptr``), zeroed every call, then the launch; ``row_split=`` makes the site size its grid
+        to what the GPU holds at once and launch it cooperatively, and ``choices=`` lets it take the
+        counter where the flagged kernel would fit fewer programs (see DirectLaunch)."""
         names = ", ".join(self.ptrs.values())
         device = f"{next(iter(self.ptrs.values()))}.device"
         words = -(-self.xnumel * self.row_parts * self.row_values() // 2) * 2  # the counters 16-byte aligned
