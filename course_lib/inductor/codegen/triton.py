@@ -205,7 +205,10 @@ ROW_SPLIT_WARPS = 0  # warps a part; 0: reduction_warps(RBLOCK), 16 for parts of
 # from its index, part_count) did not bring layer norm down: 89 registers (triton 3.6's ptxas, sm_90a). So
 # the kernel carries both protocols behind the constexpr FLAGS, and the launch site compiles both at its
 # first launch and keeps flags unless they fit fewer programs on this GPU (DirectLaunch's ``choices``):
-# the rule is the occupancy the measurement showed, not the kernel's name.
+# the rule is the occupancy the measurement showed, not the kernel's name. On an H100 (2026-12-08) the sites
+# kept the counter for layer norm (0.855; flags forced: 0.722 at 88 registers) and flags for softmax (0.913;
+# the counter alone 0.877), and flags for layer norm in parts of 4096, where both need 80 registers (0.858
+# against 0.825).
 ROW_SPLIT_FLAGS = True
 # A cap on a row split's registers a thread (ptxas's -maxrregcount; 0: none). Two 16-warp programs fit an SM
 # at 64 or fewer. Triton 3.6 gives the flagged layer norm 87 (one program an SM); capped at 64 it spilled 6
