@@ -9,7 +9,10 @@ of a tensor of 1024 elements or more, which go through shared memory):
 
     .venv/bin/python bench/compile_other_triton.py --python /tmp/t36/bin/python [--row-split] [softmax_xlong ...]
         [ROW_SPLIT_AHEAD=1 ROW_SPLIT_WARPS=32 ...]   (codegen/triton.py constants, set before generating)
-        [--dump DIR]   (each kernel's Triton source, TTGIR and PTX, as DIR/<workload>.{py,ttgir,ptx})
+        [--dump DIR]   (each kernel's Triton source, TTGIR and PTX, as DIR/<workload>_<kernel>[_<choice>].{py,ttgir,ptx})
+
+A row split's site compiles each of its ``choices`` (the two protocols, ``FLAGS``) at its first launch and keeps
+the first that fits the most programs an SM; this compiles each choice too and says which an sm_90 would keep.
 
 Step one (this Python) generates the kernels for the workloads of bench_gpu_inductor.py (8 rows, the real
 row lengths) and writes their sources and signatures to a JSON file; step two (the other Python, run as
@@ -18,6 +21,7 @@ row lengths) and writes their sources and signatures to a JSON file; step two (t
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -57,11 +61,14 @@ def generate(names, row_split: bool, constants: dict | None = None) -> list[dict
                 if k.kind != "kernel":
                     continue
                 launch = c.call.__globals__[k.name]
-                for stage, _, warps in launch.stages:
+                # a row split's site compiles each of its choices (DirectLaunch.pick): so does this, one job each
+                choices = getattr(launch, "choices", ()) or ({},)
+                for (stage, _, warps), choice in itertools.product(launch.stages, choices):
                     maxnreg = (constants or {}).get("ROW_SPLIT_MAXNREG", 0) if "NPARTS" in launch.constexprs else 0
                     jobs.append({"workload": name, "kernel": stage, "source": source, "num_warps": warps,
-                                 "signature": launch.signature, "constexprs": launch.constexprs,
-                                 "maxnreg": maxnreg})  # fmt: skip
+                                 "signature": launch.signature, "constexprs": {**launch.constexprs, **choice},
+                                 "maxnreg": maxnreg, "choice": ", ".join(f"{k}={v}" for k, v in choice.items()),
+                                 "choice_index": choices.index(choice)})  # fmt: skip
     return jobs
 
 
@@ -100,7 +107,8 @@ def compile_all(path: str, dump: str | None = None) -> None:
                    and any(math.prod(int(d) for d in s.split("x")) >= 1024 for s in re.findall(r"tensor<([0-9x]+)xf32", ln))]  # fmt: skip
             (pathlib.Path(d) / "k.ptx").write_text(ptx)
             if dump:
-                stem = pathlib.Path(dump) / f"{job['workload']}_{job['kernel']}"
+                tag = job["choice"].replace("=", "").replace(", ", "_")
+                stem = pathlib.Path(dump) / "_".join(filter(None, (job["workload"], job["kernel"], tag)))
                 for ext, text in (("py", src), ("ttgir", compiled.asm["ttgir"]), ("ptx", ptx)):
                     stem.with_suffix("." + ext).write_text(text)
             text = ""
@@ -112,9 +120,44 @@ def compile_all(path: str, dump: str | None = None) -> None:
                     break
             regs = re.search(r"Used (\d+) registers", text)
             spills = re.search(r"(\d+) bytes spill stores", text)
-            print(f"{job['workload']:16} {job['kernel']:10} warps {job['num_warps']:2}  PTX {len(ptx.splitlines()):5} lines  "
-                  f"shared {compiled.metadata.shared:6} B  registers {regs.group(1) if regs else '?':>3}  "
-                  f"spilled {spills.group(1) if spills else '?':>4} B  big layout conversions {len(big)}")  # fmt: skip
+            print(f"{job['workload']:16} {job['kernel']:10} {job['choice']:11} warps {job['num_warps']:2}  "
+                  f"PTX {len(ptx.splitlines()):5} lines  shared {compiled.metadata.shared:6} B  "
+                  f"registers {regs.group(1) if regs else '?':>3}  spilled {spills.group(1) if spills else '?':>4} B  "
+                  f"big layout conversions {len(big)}", flush=True)  # fmt: skip
+            if regs:  # for the parent's prediction of each site's choice
+                print(
+                    RESULT
+                    + json.dumps(
+                        {
+                            **{k: job[k] for k in ("workload", "kernel", "choice", "choice_index", "num_warps")},
+                            "registers": int(regs.group(1)),
+                            "shared": compiled.metadata.shared,
+                        }
+                    ),
+                    flush=True,
+                )
+
+
+RESULT = "#result "
+
+
+def predict_choices(results: list[dict], arch: str = "sm_90") -> list[str]:
+    """What each row split's site would keep on an ``arch`` GPU (DirectLaunch.pick's rule): the first
+    choice whose binary fits the most programs an SM, by the occupancy calculator of Module 5b."""
+    from course_lib.gpu.occupancy_calculator import occupancy
+
+    by_site: dict = {}
+    for r in results:
+        if r["choice"]:
+            by_site.setdefault((r["workload"], r["kernel"]), []).append(r)
+    lines = []
+    for (workload, kernel), rows in by_site.items():
+        rows.sort(key=lambda r: r["choice_index"])
+        held = [occupancy(arch, 32 * r["num_warps"], r["registers"], r["shared"]).blocks_per_sm for r in rows]
+        keep = rows[held.index(max(held))]
+        options = ", ".join(f"{r['choice']}: {n} an SM ({r['registers']} registers)" for r, n in zip(rows, held))
+        lines.append(f"{workload} {kernel}: keeps {keep['choice']} on {arch} ({options})")
+    return lines
 
 
 def main(argv: list[str]) -> None:
@@ -131,7 +174,11 @@ def main(argv: list[str]) -> None:
     dump = [str(pathlib.Path(argv[argv.index("--dump") + 1]).resolve())] if "--dump" in argv else []
     if dump:
         pathlib.Path(dump[0]).mkdir(parents=True, exist_ok=True)
-    subprocess.run([python, __file__, "--compile", f.name, *dump], check=True, env=env)
+    out = subprocess.run([python, __file__, "--compile", f.name, *dump], check=True, env=env, capture_output=True,
+                         text=True)  # fmt: skip
+    results = [json.loads(ln[len(RESULT) :]) for ln in out.stdout.splitlines() if ln.startswith(RESULT)]
+    print("\n".join(ln for ln in out.stdout.splitlines() if not ln.startswith(RESULT)))
+    print("\n".join(predict_choices(results)))
 
 
 if __name__ == "__main__":

@@ -72,8 +72,9 @@ def test_tiling_sweep_tries_each_variant_and_restores_the_defaults():
 
 
 def test_compile_other_triton_reports_each_kernel():
-    """bench/compile_other_triton.py with this Python's own Triton: one line a kernel, and the row split
-    compiles without spills or big layout conversions (the shape that cost 45-60x under Triton 3.6)."""
+    """bench/compile_other_triton.py with this Python's own Triton: one line a kernel and protocol, the row
+    split compiles without spills or big layout conversions (the shape that cost 45-60x under Triton 3.6),
+    and the protocol its site would keep on an sm_90."""
     import os
     import subprocess
     import sys
@@ -83,5 +84,9 @@ def test_compile_other_triton_reports_each_kernel():
     out = subprocess.run([sys.executable, str(root / "bench" / "compile_other_triton.py"), "--row-split", "softmax_xlong"],
                          capture_output=True, text=True, timeout=600, env=env, cwd=root)  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
-    (line,) = [ln for ln in out.stdout.splitlines() if ln.startswith("softmax_xlong")]
-    assert "warps 16" in line and "spilled    0 B" in line and line.endswith("big layout conversions 0"), line
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("softmax_xlong") and " warps " in ln]
+    assert [ln.split()[2] for ln in lines] == ["FLAGS=True", "FLAGS=False"], out.stdout  # each protocol the site tries
+    for line in lines:
+        assert "warps 16" in line and "spilled    0 B" in line and line.endswith("big layout conversions 0"), line
+    # the site's rule on an sm_90: flags unless they fit fewer programs (softmax: 64 registers or fewer either way)
+    assert "softmax_xlong kernel0: keeps FLAGS=True on sm_90 (FLAGS=True: 2 an SM" in out.stdout, out.stdout
