@@ -263,6 +263,16 @@ def test_a_model_that_needs_a_pad_id_gets_one():
     assert real_models.build("causal_lm:llama")[0].config.pad_token_id is None
 
 
+def test_a_model_whose_embedding_needs_sixths_gets_a_hidden_size_of_48():
+    """LiLT cuts its layout embedding into 6 equal pieces: at the rule's hidden size of 32 they make 30
+    columns, and eager failed. tiny() tries 48 (a multiple of 6) after the fixes before it; BERT keeps 32."""
+    lilt, inputs = real_models.build("token_classification:lilt")
+    assert lilt.config.hidden_size == 48
+    with torch.no_grad():
+        assert torch.isfinite(lilt(**inputs).logits).all()
+    assert real_models.build("token_classification:bert")[0].config.hidden_size == 32
+
+
 def test_layer_kinds_given_by_a_pattern_all_appear_in_the_small_model():
     """RecurrentGemma cycles recurrent, recurrent, attention; Jamba has attention every 8th layer from
     the 4th. Two layers kept none, and eager failed (a cache with no attention layer). tiny() keeps 3

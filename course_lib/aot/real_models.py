@@ -595,11 +595,22 @@ def _a_pad_token(config):
     return lambda: setattr(text, "pad_token_id", None)
 
 
+def _a_hidden_size_of_thirds(config):
+    """A hidden size of 48 where 32 does not divide as the model needs: LiLT cuts its layout embedding
+    into 6 equal pieces (32 // 6 * 6 = 30 columns met 32). 48 is a multiple of 2, 3, 4, 6, 8, 12, 16 and 24
+    (returns the undo; None where the hidden size is not the rule's 32)."""
+    text = config.get_text_config()
+    if getattr(text, "hidden_size", None) != _TINY["hidden_size"]:
+        return None
+    text.hidden_size = 48
+    return lambda: setattr(text, "hidden_size", _TINY["hidden_size"])
+
+
 #: What tiny() tries, one at a time, when the model as built fails in eager: each changes the config
 #: in place and returns how to undo it, or None where it does not apply. A model that runs as built
 #: keeps the one rule (:func:`_shrink`); these are the exceptions the sweeps found, each tried only
 #: where the rule's model failed.
-_EAGER_FIXES = (_one_key_head_a_query_head, _a_pad_token)
+_EAGER_FIXES = (_one_key_head_a_query_head, _a_pad_token, _a_hidden_size_of_thirds)
 
 
 def _runs(model: torch.nn.Module, inputs: dict) -> bool:
