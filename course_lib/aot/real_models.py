@@ -538,10 +538,9 @@ def tiny(model_type: str, task: str = "causal_lm") -> RealModel:
         if getattr(config, "languages", None) and getattr(config, "default_language", "") is None:
             # one adapter a language and none named the default (X-MOD): eager refuses ids without lang_ids
             config.default_language = config.languages[0]
-        text = config.get_text_config()  # a multimodal config keeps its token ids there (Qwen3.5)
-        if task == "sequence_classification" and getattr(text, "pad_token_id", 0) is None:
+        if task == "sequence_classification":
             # a decoder-only classifier pools at each row's last token before padding: it needs a pad id
-            text.pad_token_id = int(_plain_tokens(config)[0])
+            _a_pad_token(config)
         names = classes[model_type]  # DeiT has two classes for the task: the first is the plain one
         model_cls = getattr(transformers, names[0] if isinstance(names, (list, tuple)) else names)
         if getattr(model_cls, "_supports_sdpa", False):
@@ -573,6 +572,13 @@ def tiny(model_type: str, task: str = "causal_lm") -> RealModel:
     return RealModel(f"{task}:{model_type}", task, build_tiny)
 
 
+def _change(obj, name: str, value):
+    """Set ``obj.name`` to ``value``; returns the undo (the old value set back), as an eager fix returns."""
+    old = getattr(obj, name)
+    setattr(obj, name, value)
+    return lambda: setattr(obj, name, old)
+
+
 def _one_key_head_a_query_head(config):
     """Grouped keys and values (2 heads for 4 queries) refused: multi-head latent attention that expands its
     latent to every query head and then groups the heads again (DeepSeek-V3.2, GLM-MoE-DSA, AXK2: 8 key
@@ -581,18 +587,18 @@ def _one_key_head_a_query_head(config):
     heads, groups = getattr(text, "num_attention_heads", None), getattr(text, "num_key_value_heads", None)
     if not (isinstance(heads, int) and isinstance(groups, int) and groups != heads):
         return None
-    text.num_key_value_heads = heads
-    return lambda: setattr(text, "num_key_value_heads", groups)
+    return _change(text, "num_key_value_heads", heads)
 
 
 def _a_pad_token(config):
     """No pad id where the model needs one (ESM builds its attention mask from ``ids != pad``): the first
-    plain token, as a sequence classifier gets (returns the undo; None where the config has a pad id)."""
+    plain token (returns the undo; None where the config has a pad id or no such key). A sequence
+    classifier always gets one: it pools at each row's last token before padding. (A multimodal config
+    keeps its token ids in its text config: Qwen3.5.)"""
     text = config.get_text_config()
-    if not hasattr(text, "pad_token_id") or text.pad_token_id is not None:
+    if getattr(text, "pad_token_id", 0) is not None:
         return None
-    text.pad_token_id = int(_plain_tokens(config)[0])
-    return lambda: setattr(text, "pad_token_id", None)
+    return _change(text, "pad_token_id", int(_plain_tokens(config)[0]))
 
 
 def _a_hidden_size_of_thirds(config):
@@ -602,8 +608,7 @@ def _a_hidden_size_of_thirds(config):
     text = config.get_text_config()
     if getattr(text, "hidden_size", None) != _TINY["hidden_size"]:
         return None
-    text.hidden_size = 48
-    return lambda: setattr(text, "hidden_size", _TINY["hidden_size"])
+    return _change(text, "hidden_size", 48)
 
 
 #: What tiny() tries, one at a time, when the model as built fails in eager: each changes the config
