@@ -239,10 +239,11 @@ class DirectLaunch:
             kwargs = {**self.constexprs, **choice, **self.options, "num_warps": self.num_warps}
             return self.runtime.compile(self.kernel, (*tensors, *self.ints), kwargs)
 
-        compiled = compile_with(self.choices[0] if self.choices else {})
-        if self.choices:  # (Triton's interpreter gives no binary to measure: the preferred one)
-            choice, compiled = (self.choices[0], None) if compiled is None else self.pick(compile_with, compiled)
+        if self.choices:
+            choice, compiled = self.pick(compile_with)
             self.constexprs.update(choice)
+        else:
+            compiled = compile_with({})
         rows = self.grid[0] // self.row_split
         if compiled is None:  # Triton's interpreter: one program at a time
             if self.row_split > 1:
@@ -262,13 +263,16 @@ class DirectLaunch:
             groups = -(-rows // -(-rows // groups))
         return (groups * self.row_split, 1, 1)
 
-    def pick(self, compile_with, first) -> tuple:
-        """The choice to keep and its binary (``first``: the first choice's): ROW_SPLIT_CHOICE's when set,
-        else the first whose binary the GPU holds the most programs of at once (the flagged row split
-        where its poll costs no occupancy)."""
+    def pick(self, compile_with) -> tuple:
+        """The choice to keep and its binary: ROW_SPLIT_CHOICE's when set, else the first whose binary
+        the GPU holds the most programs of at once (the flagged row split where its poll costs no
+        occupancy). Triton's interpreter gives no binary to measure: the first, with None."""
         if ROW_SPLIT_CHOICE is not None:
             choice = self.choices[ROW_SPLIT_CHOICE]
-            return choice, first if choice is self.choices[0] else compile_with(choice)
+            return choice, compile_with(choice)
+        first = compile_with(self.choices[0])
+        if first is None:
+            return self.choices[0], None
         best, most = (self.choices[0], first), self.runtime.resident_programs(first, self.num_warps)
         for choice in self.choices[1:]:
             compiled = compile_with(choice)
