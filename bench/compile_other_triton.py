@@ -62,13 +62,13 @@ def generate(names, row_split: bool, constants: dict | None = None) -> list[dict
                     continue
                 launch = c.call.__globals__[k.name]
                 # a row split's site compiles each of its choices (DirectLaunch.pick): so does this, one job each
-                choices = getattr(launch, "choices", ()) or ({},)
-                for (stage, _, warps), choice in itertools.product(launch.stages, choices):
-                    maxnreg = (constants or {}).get("ROW_SPLIT_MAXNREG", 0) if "NPARTS" in launch.constexprs else 0
+                choices = enumerate(getattr(launch, "choices", ()) or ({},))
+                for (stage, _, warps), (index, choice) in itertools.product(launch.stages, choices):
                     jobs.append({"workload": name, "kernel": stage, "source": source, "num_warps": warps,
                                  "signature": launch.signature, "constexprs": {**launch.constexprs, **choice},
-                                 "maxnreg": maxnreg, "choice": ", ".join(f"{k}={v}" for k, v in choice.items()),
-                                 "choice_index": choices.index(choice)})  # fmt: skip
+                                 "maxnreg": launch.options.get("maxnreg", 0),  # the site's own (ROW_SPLIT_MAXNREG)
+                                 "choice": ", ".join(f"{k}={v}" for k, v in choice.items()),
+                                 "choice_index": index})  # fmt: skip
     return jobs
 
 
