@@ -1083,8 +1083,9 @@ def build(kernels, graph, persistent_rnumel: int | None = None, row_split: bool 
             **{c: "constexpr" for c in tk.constexprs()},
         }
         launch.constexprs = tk.constexprs()
-        launch.options = getattr(mod, f"site_{k.name}").options  # launch options the JIT keys on too
-        launch.choices = getattr(mod, f"site_{k.name}").choices  # a row split's protocols: each is precompiled
+        site = getattr(mod, f"site_{k.name}")
+        launch.options = site.options  # launch options the JIT keys on too
+        launch.choices = site.choices  # a row split's protocols: each is precompiled
         launch.num_warps = tk.stages()[-1][1]
         launch.int_args = {"xnumel": tk.xnumel, "rnumel": tk.rnumel}  # the JIT specialises on their values
         # every @triton.jit function the launch runs (two for a split reduction), with its num_warps
